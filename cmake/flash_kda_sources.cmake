@@ -1,0 +1,11 @@
+# Sources of the flash_kda library, by layer (see docs/layout.md).
+set(FLASH_KDA_SOURCES
+  # public API: entry points, validation, dispatch to the GPU launcher or the CPU reference
+  src/api/api.cpp
+  src/api/validate.cpp
+  # launchers: the only host code that knows grids, shared memory sizes and workspace layout
+  src/launch/fwd_sm90.cu
+  # CPU reference (sees only the public header)
+  reference/recurrence_f64.cpp
+  reference/chunked_f32.cpp
+)

@@ -1,0 +1,149 @@
+/*
+ * FlashKDA public C API: Kimi Delta Attention forward (prefill) for NVIDIA Hopper.
+ *
+ * Host-only header: no CUDA kernel headers, no PyTorch. C and C++ callers include this file and link
+ * flash_kda::flash_kda (CMake). The operation, its numerics and its limits are described in
+ * docs/design.md; the contract (shapes, dtypes, errors) is summarised here.
+ *
+ * Tensors are described by kda_tensor (data pointer, dtype, shape, strides in elements). For
+ * kda_fwd the pointers are CUDA device pointers on the current device; for kda_fwd_cpu they are
+ * host pointers. An optional tensor is absent when its data pointer is NULL.
+ *
+ *   q, k            [B, T, H, K]   bf16
+ *   v               [B, T, HV, V]  bf16          HV = H or a multiple of H (grouped value heads)
+ *   g               [B, T, HV, K]  bf16 or f32   raw gate (or log-decay when gate = PREACTIVATED)
+ *   beta            [B, T, HV]     bf16 or f32   logits (or probabilities when beta_sigmoid = 0)
+ *   out             [B, T, HV, V]  bf16          written
+ *   A_log           [HV]           f32, optional (absent: exp(A_log) = 1)
+ *   dt_bias         [HV, K] or [HV*K] f32, optional (absent: 0)
+ *   initial_state   [N, HV, V, K]  bf16 or f32, optional (absent: zeros)
+ *   final_state     [N, HV, V, K]  bf16 or f32, optional, written
+ *   cu_seqlens      [N + 1]        i32 or i64, optional; then B must be 1 (packed variable-length batch)
+ *
+ * K = V = 128. The last dimension of every tensor must be contiguous (stride 1); the other strides
+ * are free (non-negative) for q, k, v, g, beta and out; states, A_log, dt_bias and cu_seqlens must
+ * be contiguous.
+ *
+ * Contract of kda_fwd: it validates everything that can be checked without touching device memory
+ * and returns an error naming the argument, the expectation and what was given before any kernel
+ * runs. It then enqueues work on `stream` and returns: no allocation, no synchronisation, no host
+ * read of device data (unless check_cu_seqlens is set, see below). It can be captured in a CUDA graph.
+ * Results are deterministic (bitwise identical for identical inputs).
+ */
+#ifndef FLASH_KDA_FLASH_KDA_H_
+#define FLASH_KDA_FLASH_KDA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASH_KDA_VERSION_MAJOR 0
+#define FLASH_KDA_VERSION_MINOR 1
+#define FLASH_KDA_VERSION_PATCH 0
+
+/* Same type as cudaStream_t (declared here so the header needs no CUDA include). NULL = default stream. */
+typedef struct CUstream_st* kda_stream_t;
+
+typedef enum kda_dtype {
+  KDA_DTYPE_NONE = 0,
+  KDA_DTYPE_BF16 = 1,
+  KDA_DTYPE_F32 = 2,
+  KDA_DTYPE_I32 = 3,
+  KDA_DTYPE_I64 = 4,
+  KDA_DTYPE_F16 = 5, /* never accepted; named so that error messages can say what was given */
+  KDA_DTYPE_F64 = 6  /* never accepted; idem */
+} kda_dtype;
+
+/* A strided view: element (i0, i1, ...) lives at data + sum(i_d * stride[d]) elements. */
+typedef struct kda_tensor {
+  void* data; /* NULL: absent */
+  kda_dtype dtype;
+  int32_t ndim; /* 1..4 */
+  int64_t shape[4];
+  int64_t stride[4]; /* in elements */
+} kda_tensor;
+
+typedef enum kda_gate {
+  /* a = lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), lower_bound in [-5, 0) */
+  KDA_GATE_BOUNDED = 0,
+  /* a = -exp(A_log) * softplus(g + dt_bias) (unbounded below; Kimi-Linear-48B) */
+  KDA_GATE_SOFTPLUS = 1,
+  /* a = g: g already holds the per-step natural-log decay (<= 0); A_log, dt_bias ignored */
+  KDA_GATE_PREACTIVATED = 2
+} kda_gate;
+
+typedef struct kda_fwd_params {
+  uint32_t struct_size; /* sizeof(kda_fwd_params); kda_fwd_params_init sets it */
+  kda_tensor q, k, v, g, beta;
+  kda_tensor out;
+  kda_tensor A_log, dt_bias;
+  kda_tensor initial_state, final_state;
+  kda_tensor cu_seqlens;
+  float scale;          /* output scale, usually 1/sqrt(K) */
+  float lower_bound;    /* KDA_GATE_BOUNDED only: in [-5, 0) */
+  kda_gate gate;
+  int32_t beta_sigmoid;     /* 1: beta holds logits, b = sigmoid(beta); 0: b = beta */
+  int32_t qk_l2norm;        /* 1: q and k are L2-normalised over K inside (eps 1e-6 under the sqrt) */
+  int32_t allow_neg_eigval; /* 1: b is doubled (b in (0, 2)) */
+  /* Opt-in: check the contents of cu_seqlens on the device (starts at 0, non-decreasing, ends at
+     B*T) and return KDA_ERROR_INVALID_ARGUMENT naming the first bad entry. This synchronises the
+     stream and cannot be used under CUDA-graph capture. Without it, bad contents never cause an
+     out-of-bounds access: each sequence is clamped to [0, B*T]. */
+  int32_t check_cu_seqlens;
+} kda_fwd_params;
+
+typedef enum kda_status_code {
+  KDA_OK = 0,
+  KDA_ERROR_INVALID_ARGUMENT = 1, /* shape, dtype, stride, value or pointer not as required */
+  KDA_ERROR_UNSUPPORTED = 2,      /* valid in principle, not implemented (e.g. K != 128) */
+  KDA_ERROR_UNSUPPORTED_DEVICE = 3, /* not a compute capability 9.0 GPU, or no GPU */
+  KDA_ERROR_WORKSPACE_TOO_SMALL = 4,
+  KDA_ERROR_CUDA = 5               /* a CUDA runtime call failed */
+} kda_status_code;
+
+typedef struct kda_status {
+  int32_t code;       /* kda_status_code */
+  char message[512];  /* empty on success */
+} kda_status;
+
+/* Zero-initialise params, set struct_size and the usual defaults (BOUNDED gate with lower_bound -5,
+   beta_sigmoid = qk_l2norm = 1, scale = 1/sqrt(128)). */
+void kda_fwd_params_init(kda_fwd_params* params);
+
+/* A contiguous (row-major) tensor view of the given shape. */
+kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, const int64_t* shape);
+
+/* Bytes of device workspace kda_fwd needs for these shapes (depends only on shapes and options).
+   Validates params like kda_fwd, without looking at pointers' memory. */
+kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes);
+
+/* Validate, then enqueue the forward pass on `stream` (CUDA device pointers, current device,
+   which must have compute capability 9.0). `workspace` is device memory of at least
+   kda_fwd_workspace_size bytes, 256-byte aligned; its contents on entry do not matter. */
+kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspace_bytes,
+                   kda_stream_t stream);
+
+typedef enum kda_cpu_algorithm {
+  KDA_CPU_RECURRENCE_F64 = 0, /* token-by-token recurrence in float64 (the oracle) */
+  KDA_CPU_CHUNKED_F32 = 1     /* the GPU kernel's chunked algebra (chunk 16) in float32 */
+} kda_cpu_algorithm;
+
+/* Same operation on host pointers, multithreaded over (sequence, value head); num_threads <= 0
+   uses the machine's hardware concurrency. Validates like kda_fwd. */
+kda_status kda_fwd_cpu(const kda_fwd_params* params, kda_cpu_algorithm algorithm, int32_t num_threads);
+
+const char* kda_status_code_name(int32_t code);
+const char* kda_version_string(void);
+/* CUDA runtime version the library was built with (e.g. 13000) and the SM architectures its
+   kernels were compiled for, as a string such as "90a". */
+int32_t kda_build_cuda_version(void);
+const char* kda_build_architectures(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASH_KDA_FLASH_KDA_H_ */

@@ -1,0 +1,263 @@
+// Validation of kda_fwd_params: every rule of the contract that can be checked on the host without
+// touching device memory. Messages name the argument, the expectation and what was given.
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "src/api/problem.h"
+
+namespace kda {
+
+kda_status make_ok() {
+  kda_status s;
+  s.code = KDA_OK;
+  s.message[0] = '\0';
+  return s;
+}
+
+kda_status make_error(kda_status_code code, const char* fmt, ...) {
+  kda_status s;
+  s.code = code;
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(s.message, sizeof(s.message), fmt, args);
+  va_end(args);
+  return s;
+}
+
+const char* dtype_name(kda_dtype dtype) {
+  switch (dtype) {
+    case KDA_DTYPE_NONE: return "none";
+    case KDA_DTYPE_BF16: return "bf16";
+    case KDA_DTYPE_F32: return "f32";
+    case KDA_DTYPE_I32: return "i32";
+    case KDA_DTYPE_I64: return "i64";
+    case KDA_DTYPE_F16: return "f16";
+    case KDA_DTYPE_F64: return "f64";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string shape_str(const int64_t* shape, int ndim) {
+  std::string s = "[";
+  for (int d = 0; d < ndim; ++d) {
+    if (d) s += ", ";
+    s += std::to_string(shape[d]);
+  }
+  return s + "]";
+}
+
+std::string shape_str(const kda_tensor& t) {
+  if (t.ndim < 0 || t.ndim > 4) return "[rank " + std::to_string(t.ndim) + "]";
+  return shape_str(t.shape, t.ndim);
+}
+
+bool present(const kda_tensor& t) { return t.data != nullptr; }
+
+// Rank, shape, dtype (one of two) and stride rules of one tensor. `contiguous` requires a dense
+// row-major layout; otherwise only the last dimension must be contiguous and strides non-negative.
+kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const int64_t* shape,
+                        kda_dtype dt0, kda_dtype dt1, bool contiguous, const char* shape_hint) {
+  if (t.ndim != ndim)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected a %d-D tensor %s, got %d-D %s", name, ndim,
+                      shape_hint, t.ndim, shape_str(t).c_str());
+  for (int d = 0; d < ndim; ++d) {
+    if (t.shape[d] != shape[d])
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected shape %s %s, got %s", name,
+                        shape_str(shape, ndim).c_str(), shape_hint, shape_str(t).c_str());
+  }
+  if (t.dtype != dt0 && t.dtype != dt1) {
+    if (dt1 == KDA_DTYPE_NONE || dt1 == dt0)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected dtype %s, got %s", name, dtype_name(dt0),
+                        dtype_name(t.dtype));
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected dtype %s or %s, got %s", name, dtype_name(dt0),
+                      dtype_name(dt1), dtype_name(t.dtype));
+  }
+  int64_t expect = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (t.stride[d] < 0)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected non-negative strides, got stride[%d] = %lld",
+                        name, d, static_cast<long long>(t.stride[d]));
+    if (d == ndim - 1 && t.shape[d] > 1 && t.stride[d] != 1)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "%s: expected the last dimension to be contiguous (stride 1), got stride %lld", name,
+                        static_cast<long long>(t.stride[d]));
+    if (contiguous && t.shape[d] > 1 && t.stride[d] != expect)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "%s: expected a contiguous tensor (stride[%d] = %lld), got stride[%d] = %lld", name, d,
+                        static_cast<long long>(expect), d, static_cast<long long>(t.stride[d]));
+    expect *= t.shape[d];
+  }
+  return make_ok();
+}
+
+// GPU path: rows are read with 16-byte vector loads, so the base pointer must be 16-byte aligned and
+// every stride but the last a multiple of 16 bytes.
+kda_status check_row_alignment(const char* name, const kda_tensor& t) {
+  const int64_t elem = t.dtype == KDA_DTYPE_F32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected a 16-byte aligned data pointer, got %p", name,
+                      t.data);
+  for (int d = 0; d + 1 < t.ndim; ++d) {
+    if (t.shape[d] > 1 && (t.stride[d] * elem) % 16 != 0)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "%s: expected stride[%d] to be a multiple of 16 bytes (%lld elements), got %lld elements",
+                        name, d, static_cast<long long>(16 / elem), static_cast<long long>(t.stride[d]));
+  }
+  return make_ok();
+}
+
+#define KDA_RETURN_IF_ERROR(expr)          \
+  do {                                     \
+    kda_status kda_s_ = (expr);            \
+    if (kda_s_.code != KDA_OK) return kda_s_; \
+  } while (0)
+
+}  // namespace
+
+kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
+  if (p == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "params: expected a non-null pointer, got NULL");
+  if (p->struct_size != sizeof(kda_fwd_params))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "params.struct_size: expected %zu (call kda_fwd_params_init), got %u",
+                      sizeof(kda_fwd_params), p->struct_size);
+  Problem pr;
+  pr.params = p;
+
+  // q fixes B, T, H, K.
+  if (!present(p->q)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: expected a tensor, got NULL data");
+  if (p->q.ndim != 4)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: expected a 4-D tensor [B, T, H, K], got %d-D %s", p->q.ndim,
+                      shape_str(p->q).c_str());
+  pr.B = p->q.shape[0];
+  pr.T = p->q.shape[1];
+  pr.H = p->q.shape[2];
+  pr.K = p->q.shape[3];
+  if (pr.B < 0 || pr.T < 0 || pr.H <= 0 || pr.K <= 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "q: expected shape [B, T, H, K] with B >= 0, T >= 0, H >= 1, K >= 1, got %s",
+                      shape_str(p->q).c_str());
+  if (pr.K != kHeadDim)
+    return make_error(KDA_ERROR_UNSUPPORTED, "q: head dimension K = q.shape[3] must be 128, got %lld",
+                      static_cast<long long>(pr.K));
+  KDA_RETURN_IF_ERROR(check_tensor("q", p->q, 4, p->q.shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, H, K]"));
+  if (!present(p->k)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "k: expected a tensor, got NULL data");
+  KDA_RETURN_IF_ERROR(
+      check_tensor("k", p->k, 4, p->q.shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, H, K] (as q)"));
+
+  // v fixes HV and V.
+  if (!present(p->v)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "v: expected a tensor, got NULL data");
+  if (p->v.ndim != 4)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "v: expected a 4-D tensor [B, T, HV, V], got %d-D %s", p->v.ndim,
+                      shape_str(p->v).c_str());
+  pr.HV = p->v.shape[2];
+  pr.V = p->v.shape[3];
+  if (pr.V != kHeadDim)
+    return make_error(KDA_ERROR_UNSUPPORTED, "v: head dimension V = v.shape[3] must be 128, got %lld",
+                      static_cast<long long>(pr.V));
+  if (pr.HV < pr.H || pr.HV % pr.H != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "v: number of value heads HV = v.shape[2] must be a positive multiple of H = %lld, got %lld",
+                      static_cast<long long>(pr.H), static_cast<long long>(pr.HV));
+  const int64_t v_shape[4] = {pr.B, pr.T, pr.HV, pr.V};
+  KDA_RETURN_IF_ERROR(check_tensor("v", p->v, 4, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, HV, V]"));
+
+  const int64_t g_shape[4] = {pr.B, pr.T, pr.HV, pr.K};
+  if (!present(p->g)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "g: expected a tensor, got NULL data");
+  KDA_RETURN_IF_ERROR(check_tensor("g", p->g, 4, g_shape, KDA_DTYPE_BF16, KDA_DTYPE_F32, false, "[B, T, HV, K]"));
+  if (!present(p->beta)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "beta: expected a tensor, got NULL data");
+  KDA_RETURN_IF_ERROR(check_tensor("beta", p->beta, 3, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_F32, false, "[B, T, HV]"));
+  if (!present(p->out)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "out: expected a tensor, got NULL data");
+  KDA_RETURN_IF_ERROR(check_tensor("out", p->out, 4, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, HV, V]"));
+
+  // Gate parameters.
+  if (p->gate != KDA_GATE_BOUNDED && p->gate != KDA_GATE_SOFTPLUS && p->gate != KDA_GATE_PREACTIVATED)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "gate: expected KDA_GATE_BOUNDED (0), KDA_GATE_SOFTPLUS (1) or KDA_GATE_PREACTIVATED (2), got %d",
+                      static_cast<int>(p->gate));
+  if (p->gate == KDA_GATE_BOUNDED && !(p->lower_bound >= -5.0f && p->lower_bound < 0.0f))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "lower_bound: expected a value in [-5, 0) for the bounded gate (use the softplus gate, "
+                      "lower_bound=None, for an unbounded decay), got %g",
+                      static_cast<double>(p->lower_bound));
+  if (!std::isfinite(p->scale))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "scale: expected a finite value, got %g",
+                      static_cast<double>(p->scale));
+  pr.has_A_log = present(p->A_log);
+  pr.has_dt_bias = present(p->dt_bias);
+  if (pr.has_A_log) {
+    const int64_t shape[1] = {pr.HV};
+    KDA_RETURN_IF_ERROR(check_tensor("A_log", p->A_log, 1, shape, KDA_DTYPE_F32, KDA_DTYPE_NONE, true, "[HV]"));
+  }
+  if (pr.has_dt_bias) {
+    if (p->dt_bias.ndim == 1) {
+      const int64_t shape[1] = {pr.HV * pr.K};
+      KDA_RETURN_IF_ERROR(
+          check_tensor("dt_bias", p->dt_bias, 1, shape, KDA_DTYPE_F32, KDA_DTYPE_NONE, true, "[HV * K]"));
+    } else {
+      const int64_t shape[2] = {pr.HV, pr.K};
+      KDA_RETURN_IF_ERROR(
+          check_tensor("dt_bias", p->dt_bias, 2, shape, KDA_DTYPE_F32, KDA_DTYPE_NONE, true, "[HV, K] or [HV * K]"));
+    }
+  }
+
+  // Sequences.
+  pr.T_total = pr.B * pr.T;
+  if (present(p->cu_seqlens)) {
+    const kda_tensor& cu = p->cu_seqlens;
+    if (cu.ndim != 1)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "cu_seqlens: expected a 1-D tensor [N + 1], got %d-D %s",
+                        cu.ndim, shape_str(cu).c_str());
+    if (cu.shape[0] < 2)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "cu_seqlens: expected at least 2 entries (N + 1 with N >= 1), got shape %s",
+                        shape_str(cu).c_str());
+    KDA_RETURN_IF_ERROR(check_tensor("cu_seqlens", cu, 1, cu.shape, KDA_DTYPE_I64, KDA_DTYPE_I32, true, "[N + 1]"));
+    if (pr.B != 1)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "q: expected batch size B = 1 when cu_seqlens is given (packed sequences), got B = %lld",
+                        static_cast<long long>(pr.B));
+    pr.varlen = true;
+    pr.N = cu.shape[0] - 1;
+  } else {
+    pr.N = pr.B;
+  }
+
+  const int64_t state_shape[4] = {pr.N, pr.HV, pr.V, pr.K};
+  pr.has_initial_state = present(p->initial_state);
+  pr.has_final_state = present(p->final_state);
+  if (pr.has_initial_state)
+    KDA_RETURN_IF_ERROR(check_tensor("initial_state", p->initial_state, 4, state_shape, KDA_DTYPE_F32,
+                                     KDA_DTYPE_BF16, true, "[N, HV, V, K]"));
+  if (pr.has_final_state)
+    KDA_RETURN_IF_ERROR(check_tensor("final_state", p->final_state, 4, state_shape, KDA_DTYPE_F32, KDA_DTYPE_BF16,
+                                     true, "[N, HV, V, K]"));
+
+  // Sizes whose indexing would overflow: token indices are 32-bit in the kernels, offsets 64-bit.
+  constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
+  if (pr.T_total > kMaxTokens || pr.N > kMaxTokens / 2 || pr.HV > 65535)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "q: sizes too large to index: B*T = %lld tokens and N = %lld sequences must stay below 2^31 "
+                      "and 2^30, HV = %lld below 65536",
+                      static_cast<long long>(pr.T_total), static_cast<long long>(pr.N),
+                      static_cast<long long>(pr.HV));
+
+  if (for_device) {
+    KDA_RETURN_IF_ERROR(check_row_alignment("q", p->q));
+    KDA_RETURN_IF_ERROR(check_row_alignment("k", p->k));
+    KDA_RETURN_IF_ERROR(check_row_alignment("v", p->v));
+    KDA_RETURN_IF_ERROR(check_row_alignment("g", p->g));
+    KDA_RETURN_IF_ERROR(check_row_alignment("out", p->out));
+    if (pr.has_initial_state) KDA_RETURN_IF_ERROR(check_row_alignment("initial_state", p->initial_state));
+    if (pr.has_final_state) KDA_RETURN_IF_ERROR(check_row_alignment("final_state", p->final_state));
+    if (pr.has_dt_bias) KDA_RETURN_IF_ERROR(check_row_alignment("dt_bias", p->dt_bias));
+  }
+  *out = pr;
+  return make_ok();
+}
+
+}  // namespace kda

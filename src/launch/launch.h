@@ -1,0 +1,21 @@
+// Host interface of the SM90 launchers (src/launch/*.cu). Plain C++: no kernel code, no CUDA headers
+// beyond the stream type, so the API layer compiles with the host compiler.
+#pragma once
+
+#include <cstddef>
+
+#include "src/api/problem.h"
+
+namespace kda::sm90 {
+
+// Device workspace the forward pass needs; a function of shapes and options only.
+size_t fwd_workspace_bytes(const Problem& problem);
+
+// Enqueues the forward pass on `stream`. Preconditions: `problem` validated for the device, the
+// current device is SM90, `workspace` holds fwd_workspace_bytes(problem) bytes, 256-byte aligned.
+kda_status fwd(const Problem& problem, void* workspace, size_t workspace_bytes, kda_stream_t stream);
+
+// Opt-in content check of cu_seqlens (synchronises `stream`): KDA_OK or an error naming the entry.
+kda_status check_cu_seqlens(const Problem& problem, void* workspace, kda_stream_t stream);
+
+}  // namespace kda::sm90
