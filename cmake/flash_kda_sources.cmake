@@ -8,4 +8,5 @@ set(FLASH_KDA_SOURCES
   # CPU reference (sees only the public header)
   reference/recurrence_f64.cpp
   reference/chunked_f32.cpp
+  reference/common.cpp
 )

@@ -1,6 +1,7 @@
 // Validation of kda_fwd_params: every rule of the contract that can be checked on the host without
 // touching device memory. Messages name the argument, the expectation and what was given.
 #include <cmath>
+#include <cstdint>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -92,6 +93,17 @@ kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const i
                         static_cast<long long>(expect), d, static_cast<long long>(t.stride[d]));
     expect *= t.shape[d];
   }
+  // The largest element offset, sum (shape[d] - 1) * stride[d], must fit comfortably in int64.
+  constexpr int64_t kMaxOffset = int64_t{1} << 62;
+  int64_t reach = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (t.shape[d] <= 1 || t.stride[d] == 0) continue;
+    if (t.shape[d] - 1 > (kMaxOffset - reach) / t.stride[d])
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "%s: sizes too large to index: shape %s with stride[%d] = %lld reaches past 2^62 elements",
+                        name, shape_str(t).c_str(), d, static_cast<long long>(t.stride[d]));
+    reach += (t.shape[d] - 1) * t.stride[d];
+  }
   return make_ok();
 }
 
@@ -163,6 +175,9 @@ kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "v: number of value heads HV = v.shape[2] must be a positive multiple of H = %lld, got %lld",
                       static_cast<long long>(pr.H), static_cast<long long>(pr.HV));
+  if (pr.HV > 65535)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "v: number of value heads HV = %lld must stay below 65536",
+                      static_cast<long long>(pr.HV));
   const int64_t v_shape[4] = {pr.B, pr.T, pr.HV, pr.V};
   KDA_RETURN_IF_ERROR(check_tensor("v", p->v, 4, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, HV, V]"));
 
@@ -205,7 +220,11 @@ kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
     }
   }
 
-  // Sequences.
+  // Sequences. B*T must not overflow before the size rule below can look at it.
+  if (pr.T > 0 && pr.B > INT64_MAX / pr.T)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "q: sizes too large to index: B*T = %lld*%lld tokens must stay below 2^31",
+                      static_cast<long long>(pr.B), static_cast<long long>(pr.T));
   pr.T_total = pr.B * pr.T;
   if (present(p->cu_seqlens)) {
     const kda_tensor& cu = p->cu_seqlens;
@@ -239,12 +258,11 @@ kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
 
   // Sizes whose indexing would overflow: token indices are 32-bit in the kernels, offsets 64-bit.
   constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
-  if (pr.T_total > kMaxTokens || pr.N > kMaxTokens / 2 || pr.HV > 65535)
+  if (pr.T_total > kMaxTokens || pr.N > kMaxTokens / 2)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "q: sizes too large to index: B*T = %lld tokens and N = %lld sequences must stay below 2^31 "
-                      "and 2^30, HV = %lld below 65536",
-                      static_cast<long long>(pr.T_total), static_cast<long long>(pr.N),
-                      static_cast<long long>(pr.HV));
+                      "and 2^30",
+                      static_cast<long long>(pr.T_total), static_cast<long long>(pr.N));
 
   if (for_device) {
     KDA_RETURN_IF_ERROR(check_row_alignment("q", p->q));

@@ -1,0 +1,314 @@
+// flash_kda_bench: times kda_fwd on the benchmark cases of a cases.json (spec §7).
+//
+// Inputs as the anchors: q, k, v, g, beta ~ N(0, 1) bf16; A_log, dt_bias ~ U[0, 1) fp32; fp32
+// initial and final states [N, H, V, K]; lower_bound -5; scale 1/sqrt(128). Inputs are generated on
+// the device; when one set fits in L2 several sets are rotated so that timings do not measure L2.
+// Per case: median of --iters eager calls timed with CUDA events around the call (after warm-up),
+// then the median of graph replays of the same call (kernel time without host overhead). Writes
+// one JSON object per case (--json PATH) for scripts/make_benchmark_md.py and prints a table.
+//
+// Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flash_kda/flash_kda.h"
+#include "tests/mini_json.h"
+
+namespace {
+
+#define CUDA_OK(expr)                                                                        \
+  do {                                                                                       \
+    cudaError_t e_ = (expr);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+// Standard normal (Box-Muller on a counter hash) or uniform [0, 1).
+__device__ float random_value(uint64_t seed, uint64_t i, bool normal) {
+  const float u1 = (hash32(seed * 0x9e3779b97f4a7c15ull + 2 * i) + 1.0f) * 2.3283064e-10f;
+  if (!normal) return u1 * 0.99999994f;
+  const float u2 = hash32(seed * 0x9e3779b97f4a7c15ull + 2 * i + 1) * 2.3283064e-10f;
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
+__global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float x = random_value(seed, i, true);
+    uint32_t u = __float_as_uint(x);
+    p[i] = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+__global__ void fill_f32(float* p, size_t n, uint64_t seed, bool normal) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = random_value(seed, i, normal);
+}
+
+__global__ void count_non_finite_bf16(const uint16_t* p, size_t n, unsigned long long* count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    if ((p[i] & 0x7f80u) == 0x7f80u) atomicAdd(count, 1ull);
+}
+
+struct Case {
+  std::string group, name;
+  std::vector<int64_t> seq_lens;
+  int64_t B = 1, H = 1;
+  double floor_ms = 0, flashkda_ms = 0, fla_ms = -1;
+};
+
+std::vector<Case> read_cases(const std::string& path) {
+  std::string text, error;
+  kda::test::Json root;
+  if (!kda::test::read_file(path, &text) || !kda::test::parse_json(text, &root, &error)) {
+    std::fprintf(stderr, "cannot read %s: %s\n", path.c_str(), error.c_str());
+    std::exit(2);
+  }
+  std::vector<Case> cases;
+  for (const char* group : {"prefill", "prefill_small_heads"}) {
+    const kda::test::Json* list = root.get(group);
+    if (list == nullptr) continue;
+    for (const kda::test::Json& c : list->array) {
+      Case k;
+      k.group = group;
+      k.name = c.get("name")->string;
+      for (const kda::test::Json& s : c.get("seq_lens")->array) k.seq_lens.push_back(static_cast<int64_t>(s.number));
+      k.B = static_cast<int64_t>(c.get("B")->number);
+      k.H = static_cast<int64_t>(c.get("H")->number);
+      k.floor_ms = c.get("floor_ms")->number;
+      k.flashkda_ms = c.get("flashkda_ms")->number;
+      if (const kda::test::Json* f = c.get("fla_ms")) k.fla_ms = f->number;
+      cases.push_back(k);
+    }
+  }
+  return cases;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct InputSet {
+  void *q, *k, *v, *g, *beta, *h0, *ht, *out;
+};
+
+struct Result {
+  double eager_ms = 0, graph_ms = 0;
+  unsigned long long non_finite = 0;
+  int sets = 1;
+};
+
+Result run_case(const Case& c, int iters) {
+  const bool varlen = c.seq_lens.size() > 1;
+  const int64_t B = varlen ? 1 : c.B;
+  int64_t T = 0;
+  for (int64_t s : c.seq_lens) T += s;
+  const int64_t N = varlen ? static_cast<int64_t>(c.seq_lens.size()) : B;
+  const int64_t H = c.H, D = 128;
+  const size_t tok = static_cast<size_t>(B * T * H);
+  const size_t state = static_cast<size_t>(N * H * D * D);
+  const size_t set_bytes = tok * D * 2 * 5 + tok * 2 + state * 8;
+  Result res;
+  res.sets = static_cast<int>(std::min<size_t>(8, std::max<size_t>(1, (size_t(256) << 20) / set_bytes + 1)));
+
+  std::vector<InputSet> sets(res.sets);
+  for (int s = 0; s < res.sets; ++s) {
+    InputSet& x = sets[s];
+    CUDA_OK(cudaMalloc(&x.q, tok * D * 2));
+    CUDA_OK(cudaMalloc(&x.k, tok * D * 2));
+    CUDA_OK(cudaMalloc(&x.v, tok * D * 2));
+    CUDA_OK(cudaMalloc(&x.g, tok * D * 2));
+    CUDA_OK(cudaMalloc(&x.beta, tok * 2));
+    CUDA_OK(cudaMalloc(&x.out, tok * D * 2));
+    CUDA_OK(cudaMalloc(&x.h0, state * 4));
+    CUDA_OK(cudaMalloc(&x.ht, state * 4));
+    const uint64_t seed = 1000 * s + 1;
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x.q), tok * D, seed + 1);
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x.k), tok * D, seed + 2);
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x.v), tok * D, seed + 3);
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x.g), tok * D, seed + 4);
+    fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(x.beta), tok, seed + 5);
+    fill_f32<<<1024, 256>>>(static_cast<float*>(x.h0), state, seed + 6, true);
+  }
+  float *A_log, *dt_bias;
+  CUDA_OK(cudaMalloc(&A_log, H * 4));
+  CUDA_OK(cudaMalloc(&dt_bias, H * D * 4));
+  fill_f32<<<1, 256>>>(A_log, H, 7, false);
+  fill_f32<<<64, 256>>>(dt_bias, H * D, 8, false);
+  int64_t* cu = nullptr;
+  std::vector<int64_t> cu_host(1, 0);
+  for (int64_t s : c.seq_lens) cu_host.push_back(cu_host.back() + s);
+  if (varlen) {
+    CUDA_OK(cudaMalloc(&cu, cu_host.size() * 8));
+    CUDA_OK(cudaMemcpy(cu, cu_host.data(), cu_host.size() * 8, cudaMemcpyHostToDevice));
+  }
+
+  std::vector<kda_fwd_params> params(res.sets);
+  const int64_t qk_shape[4] = {B, T, H, D}, beta_shape[3] = {B, T, H}, st_shape[4] = {N, H, D, D};
+  const int64_t cu_shape[1] = {static_cast<int64_t>(cu_host.size())}, dt_shape[2] = {H, D};
+  for (int s = 0; s < res.sets; ++s) {
+    kda_fwd_params& p = params[s];
+    kda_fwd_params_init(&p);
+    p.q = kda_tensor_contiguous(sets[s].q, KDA_DTYPE_BF16, 4, qk_shape);
+    p.k = kda_tensor_contiguous(sets[s].k, KDA_DTYPE_BF16, 4, qk_shape);
+    p.v = kda_tensor_contiguous(sets[s].v, KDA_DTYPE_BF16, 4, qk_shape);
+    p.g = kda_tensor_contiguous(sets[s].g, KDA_DTYPE_BF16, 4, qk_shape);
+    p.beta = kda_tensor_contiguous(sets[s].beta, KDA_DTYPE_BF16, 3, beta_shape);
+    p.out = kda_tensor_contiguous(sets[s].out, KDA_DTYPE_BF16, 4, qk_shape);
+    p.A_log = kda_tensor_contiguous(A_log, KDA_DTYPE_F32, 1, &H);
+    p.dt_bias = kda_tensor_contiguous(dt_bias, KDA_DTYPE_F32, 2, dt_shape);
+    p.initial_state = kda_tensor_contiguous(sets[s].h0, KDA_DTYPE_F32, 4, st_shape);
+    p.final_state = kda_tensor_contiguous(sets[s].ht, KDA_DTYPE_F32, 4, st_shape);
+    if (varlen) p.cu_seqlens = kda_tensor_contiguous(cu, KDA_DTYPE_I64, 1, cu_shape);
+    p.lower_bound = -5.0f;
+    p.scale = 1.0f / std::sqrt(128.0f);
+  }
+  size_t ws_bytes = 0;
+  kda_status st = kda_fwd_workspace_size(&params[0], &ws_bytes);
+  if (st.code != KDA_OK) {
+    std::fprintf(stderr, "%s: %s\n", c.name.c_str(), st.message);
+    std::exit(2);
+  }
+  void* ws = nullptr;
+  CUDA_OK(cudaMalloc(&ws, ws_bytes));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_OK(cudaDeviceSynchronize());
+
+  auto call = [&](int i) {
+    const kda_status s = kda_fwd(&params[i % res.sets], ws, ws_bytes, stream);
+    if (s.code != KDA_OK) {
+      std::fprintf(stderr, "%s: %s\n", c.name.c_str(), s.message);
+      std::exit(2);
+    }
+  };
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  for (int i = 0; i < 10; ++i) call(i);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  std::vector<double> eager;
+  for (int i = 0; i < iters; ++i) {
+    CUDA_OK(cudaEventRecord(e0, stream));
+    call(i);
+    CUDA_OK(cudaEventRecord(e1, stream));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    eager.push_back(ms);
+  }
+  res.eager_ms = median(eager);
+
+  // Kernel time: one graph per input set, replayed.
+  std::vector<cudaGraphExec_t> execs(res.sets);
+  for (int s = 0; s < res.sets; ++s) {
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    call(s);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&execs[s], graph, 0));
+    CUDA_OK(cudaGraphDestroy(graph));
+  }
+  for (int i = 0; i < 5; ++i) CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream));
+  std::vector<double> replay;
+  for (int i = 0; i < iters; ++i) {
+    CUDA_OK(cudaEventRecord(e0, stream));
+    CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream));
+    CUDA_OK(cudaEventRecord(e1, stream));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    replay.push_back(ms);
+  }
+  res.graph_ms = median(replay);
+
+  unsigned long long* count;
+  CUDA_OK(cudaMalloc(&count, 8));
+  CUDA_OK(cudaMemset(count, 0, 8));
+  count_non_finite_bf16<<<1024, 256, 0, stream>>>(static_cast<uint16_t*>(sets[0].out), tok * D, count);
+  CUDA_OK(cudaMemcpy(&res.non_finite, count, 8, cudaMemcpyDeviceToHost));
+
+  for (auto& e : execs) cudaGraphExecDestroy(e);
+  cudaFree(count);
+  for (InputSet& x : sets)
+    for (void* p : {x.q, x.k, x.v, x.g, x.beta, x.out, x.h0, x.ht}) cudaFree(p);
+  cudaFree(A_log);
+  cudaFree(dt_bias);
+  cudaFree(cu);
+  cudaFree(ws);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(stream);
+  return res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string cases_path, json_path, filter;
+  int iters = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--cases") cases_path = next();
+    else if (a == "--json") json_path = next();
+    else if (a == "--iters") iters = std::max(5, std::atoi(next().c_str()));
+    else if (a == "--filter") filter = next();
+    else {
+      std::fprintf(stderr, "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (cases_path.empty()) {
+    std::fprintf(stderr, "--cases is required\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (%d SMs), flash_kda %s\n", prop.name, prop.multiProcessorCount, kda_version_string());
+  std::printf("%-22s %9s %9s %8s %7s %9s %8s %8s\n", "case", "ms", "graph_ms", "floor", "xfloor", "flashkda", "speedup",
+              "vs_fla");
+  std::ofstream json;
+  if (!json_path.empty()) json.open(json_path);
+  int bad = 0;
+  double log_sum = 0;
+  int n = 0;
+  for (const Case& c : read_cases(cases_path)) {
+    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    const Result r = run_case(c, iters);
+    const double speedup = c.flashkda_ms / r.eager_ms;
+    log_sum += std::log(speedup);
+    ++n;
+    std::printf("%-22s %9.4f %9.4f %8.4f %7.2f %9.3f %8.2f %8s%s\n", c.name.c_str(), r.eager_ms, r.graph_ms, c.floor_ms,
+                r.eager_ms / c.floor_ms, c.flashkda_ms, speedup,
+                c.fla_ms > 0 ? std::to_string(c.fla_ms / r.eager_ms).substr(0, 5).c_str() : "-",
+                r.non_finite ? "  NON-FINITE OUTPUT" : "");
+    bad += r.non_finite != 0;
+    if (json.is_open())
+      json << "{\"group\":\"" << c.group << "\",\"name\":\"" << c.name << "\",\"ms\":" << r.eager_ms
+           << ",\"graph_ms\":" << r.graph_ms << ",\"floor_ms\":" << c.floor_ms << ",\"flashkda_ms\":" << c.flashkda_ms
+           << ",\"fla_ms\":" << c.fla_ms << ",\"input_sets\":" << r.sets << ",\"non_finite\":" << r.non_finite << "}\n";
+  }
+  if (n) std::printf("geometric mean speedup over FlashKDA: %.2fx over %d cases\n", std::exp(log_sum / n), n);
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The whole GPU verification in one call, for the GPU machine (H200):
+#   build      configure + build the library, tests and benchmark (skipped when BUILD holds a build)
+#   tests      host tests and GPU tests (golden cases, options matrix, safety, PTX layer)
+#   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases
+#   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
+#   python     pip install of the flash_kda package, pytest, Python benchmark with FLA (when present)
+# Usage: scripts/gpu_verify.sh [stage ...]     (default: all stages, in that order)
+# Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
+#   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
+#   FLASH_KDA_DATA (golden/, cases.json, fla/; default .gpu_data, made by scripts/prepare_gpu_data.sh),
+#   FLA_CASES (benchmark cases to time with FLA, default "T8192_H64 varlen6_H64 T8192_H8").
+# Prints a summary last. Exit status: number of failed stages.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/flash_kda_out}
+LOG=$(mktemp -d /tmp/flash_kda_logs.XXXX)
+BUILD=${BUILD:-build}
+DATA=${FLASH_KDA_DATA:-$ROOT/.gpu_data}
+export FLASH_KDA_GOLDEN_DIR=${FLASH_KDA_GOLDEN_DIR:-$DATA/golden}
+mkdir -p "$OUT"
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer bench python)
+summary=()
+failed=0
+
+note() { echo "=== $* ($(date -u +%H:%M:%S))"; }
+record() {  # record NAME STATUS DETAIL
+  summary+=("$(printf '%-10s %s %s' "$1" "$([ "$2" -eq 0 ] && echo PASS || echo "FAIL($2)")" "$3")")
+  [ "$2" -eq 0 ] || failed=$((failed + 1))
+}
+
+stage_build() {
+  if [ -x "$BUILD/tests/gpu/test_gpu" ] && [ -x "$BUILD/benchmarks/flash_kda_bench" ]; then
+    record build 0 "using the carried build in $BUILD"
+    return
+  fi
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$LOG/build.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$(nproc)" >>"$LOG/build.log" 2>&1
+  local rc=$?
+  tail -5 "$LOG/build.log"
+  record build $rc "log: build.log"
+}
+
+stage_tests() {
+  local rc=0 t
+  for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    timeout 600 "$t" --gtest_brief=1 >"$LOG/$(basename "$t").log" 2>&1 || rc=$((rc + 1))
+    tail -3 "$LOG/$(basename "$t").log"
+  done
+  timeout 900 "$BUILD/tests/gpu/test_gpu" --gtest_output="xml:$LOG/test_gpu.xml" >"$LOG/test_gpu.log" 2>&1 || rc=$((rc + 1))
+  grep -E "^\[ (errors|check) \]|FAILED|PASSED|SKIPPED" "$LOG/test_gpu.log" | head -80
+  record tests $rc "logs: test_*.log, test_gpu.log, test_gpu.xml"
+}
+
+stage_sanitizer() {
+  local rc=0 tool filter='Golden/GoldenGpu.*/basic:Golden/GoldenGpu.*/varlen_edges:Golden/GoldenGpu.*/gva:Golden/GoldenGpu.*/softplus_gate:Ptx.*'
+  for tool in memcheck racecheck synccheck; do
+    timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
+      --gtest_filter="$filter" >"$LOG/sanitizer_$tool.log" 2>&1
+    local r=$?
+    echo "$tool: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer_$tool.log" | tail -1)"
+    [ $r -eq 0 ] || rc=$((rc + 1))
+  done
+  record sanitizer $rc "logs: sanitizer_*.log (filter $filter)"
+}
+
+stage_bench() {
+  timeout 900 "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --json "$LOG/bench.json" \
+    >"$LOG/bench.log" 2>&1
+  local rc=$?
+  cat "$LOG/bench.log"
+  record bench $rc "logs: bench.log, bench.json"
+}
+
+stage_python() {
+  local rc=0
+  export PYTHONUNBUFFERED=1
+  pip install --no-build-isolation --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
+  tail -3 "$LOG/pip_install.log"
+  if [ -d "$DATA/fla" ]; then export FLASH_KDA_FLA_DIR="$DATA"; fi
+  (cd /tmp && timeout 900 python3 -m pytest -q -rs "$ROOT/tests/python" -p no:cacheprovider) >"$LOG/pytest.log" 2>&1 ||
+    rc=$((rc + 1))
+  tail -25 "$LOG/pytest.log"
+  local fla_args=()
+  [ -d "$DATA/fla" ] && fla_args=(--fla-dir "$DATA" --fla-cases ${FLA_CASES:-T8192_H64 varlen6_H64 T8192_H8})
+  (cd /tmp && timeout 900 python3 "$ROOT/benchmarks/bench_python.py" --cases "$DATA/cases.json" \
+    --json "$LOG/bench_python.json" "${fla_args[@]}") >"$LOG/bench_python.log" 2>&1 || rc=$((rc + 1))
+  tail -30 "$LOG/bench_python.log"
+  record python $rc "logs: pip_install.log, pytest.log, bench_python.log"
+}
+
+note "flash_kda GPU verification: $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nvidia-smi -L 2>/dev/null | head -1)"
+for s in "${stages[@]}"; do
+  note "stage $s"
+  "stage_$s"
+done
+note "summary"
+printf '%s\n' "${summary[@]}" | tee "$LOG/summary.txt"
+cp "$LOG/summary.txt" "$OUT/"
+for f in bench.json bench_python.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
+tar -czf "$OUT/logs.tar.gz" -C "$LOG" .
+exit $failed

@@ -1,0 +1,294 @@
+// chunk_recurrence_kernel: the sequential part (docs/design.md §2.2). For one (sequence, value
+// head, slice of value rows) it walks the chunks in order, keeping its rows of the float32 state
+// in registers:
+//     U = Tb·Vc − Wd·Sᵀ,   O = P·Vc + Qp·Sᵀ,   S ← S·Diag(Γ) + Uᵀ·Kr
+// computed transposed (rows = value rows v): Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ (S as the A operand),
+// Uᵀ = Vcᵀ·Tbᵀ − Xᵀ, Oᵀ = Vcᵀ·Pᵀ + Oinᵀ, then S·Diag(Γ) + Uᵀ·Kr with S as the accumulator.
+//
+// Grid:   N·HV·vsplit CTAs; CTA x -> (sequence, value head, slice) = (x / vsplit / HV, x / vsplit % HV, x % vsplit).
+// Block:  kWarps consumer warps + 1 producer warp. Consumer warp w owns value rows
+//         [slice·16·kWarps + 16w, +16) and their 16x128 float32 state as 16 mma C fragments
+//         (64 registers per thread).
+// Producer (warp kWarps): per chunk, one bulk copy of the chunk record (chunk_record.cuh) and one
+//         bulk copy per valid token of this slice's values, into a kStages-deep ring of stages,
+//         completing on full[stage]; consumers release a stage with one arrive per warp on
+//         empty[stage].
+// Shared: kStages x (record 14848 B + values 16 x (32·kWarps + 16) B, rows padded by 16 bytes so
+//         ldmatrix is conflict-free), then per consumer warp a 16x16 bf16 output tile, then barriers.
+// Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
+//         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/sequence_map.cuh"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/mma.cuh"
+
+namespace kda::sm90 {
+
+template <int kWarps>
+struct RecurrenceLayout {
+  static constexpr int kStages = 3;
+  static constexpr int kRows = 16 * kWarps;                  // value rows per CTA
+  static constexpr uint32_t kValueRowBytes = kRows * 2 + 16;  // padded
+  static constexpr uint32_t kValueOffset = ChunkRecord::kBytes;
+  static constexpr uint32_t kStageBytes = ChunkRecord::kBytes + 16 * kValueRowBytes;
+  static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per warp 16x16 bf16
+  static constexpr uint32_t kBarrierOffset = kOutOffset + kWarps * 512;
+  static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
+  static constexpr int kThreads = 32 * (kWarps + 1);
+  static_assert(kStageBytes % 16 == 0 && kOutOffset % 16 == 0 && kBarrierOffset % 8 == 0, "alignment");
+};
+
+namespace recurrence_detail {
+
+using ptx::Frag;
+
+// State rows of this warp: 16 C fragments (columns 8·nt .. 8·nt+7), zero or loaded.
+__device__ __forceinline__ void load_state(float (&S)[16][4], const void* base, bool is_f32, int v0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = v0 + Frag::grp(lane) + 8 * h;
+      const int col = nt * 8 + 2 * Frag::qid(lane);
+      const int64_t idx = static_cast<int64_t>(row) * 128 + col;
+      if (base == nullptr) {
+        S[nt][2 * h] = S[nt][2 * h + 1] = 0.0f;
+      } else if (is_f32) {
+        const float2 x = *reinterpret_cast<const float2*>(static_cast<const float*>(base) + idx);
+        S[nt][2 * h] = x.x;
+        S[nt][2 * h + 1] = x.y;
+      } else {
+        const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(base) + idx);
+        S[nt][2 * h] = __low2float(x);
+        S[nt][2 * h + 1] = __high2float(x);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void store_state(const float (&S)[16][4], void* base, bool is_f32, int v0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = v0 + Frag::grp(lane) + 8 * h;
+      const int col = nt * 8 + 2 * Frag::qid(lane);
+      const int64_t idx = static_cast<int64_t>(row) * 128 + col;
+      if (is_f32) {
+        *reinterpret_cast<float2*>(static_cast<float*>(base) + idx) = make_float2(S[nt][2 * h], S[nt][2 * h + 1]);
+      } else {
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(base) + idx) =
+            __floats2bfloat162_rn(S[nt][2 * h], S[nt][2 * h + 1]);
+      }
+    }
+  }
+}
+
+// B fragments of two adjacent n-tiles (rows n0..n0+15 of a [16][128] operand stored n-major, i.e.
+// the operand's rows are the mma's n) for k columns [16·ks, 16·ks + 16).
+__device__ __forceinline__ void load_b_nmajor(uint32_t (&b)[4], const unsigned char* op, int ks, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  const int row = r + 8 * (m >> 1);
+  const int chunk = 2 * ks + (m & 1);
+  ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(row, chunk));
+}
+
+// B fragments of n-tiles 2p and 2p+1 (columns [16p, 16p+16)) of Kr, whose rows are the mma's k.
+__device__ __forceinline__ void load_b_kmajor(uint32_t (&b)[4], const unsigned char* op, int p, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  const int row = r + 8 * (m & 1);
+  const int chunk = 2 * p + (m >> 1);
+  ptx::ldmatrix_x4_trans(b, op + ChunkRecord::wide_chunk_byte(row, chunk));
+}
+
+// B fragments of both n-tiles of a 16x16 operand (Tb or P half) stored [n][k].
+__device__ __forceinline__ void load_b_small(uint32_t (&b)[4], const unsigned char* op, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  const int row = r + 8 * (m >> 1);
+  ptx::ldmatrix_x4(b, op + ChunkRecord::small_chunk_byte(row, m & 1));
+}
+
+}  // namespace recurrence_detail
+
+template <int kWarps, bool kSplitState>
+__global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recurrence_kernel(RecurrenceParams p) {
+  using Layout = RecurrenceLayout<kWarps>;
+  using namespace recurrence_detail;
+  extern __shared__ __align__(128) unsigned char smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kBarrierOffset);
+  uint64_t* empty = full + Layout::kStages;
+
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int slice = blockIdx.x % p.vsplit;
+  const int unit = blockIdx.x / p.vsplit;
+  const int hv = unit % p.HV;
+  const int seq = unit / p.HV;
+  const SequenceSpan span = sequence_span(p.seq, seq);
+  const int nchunks = (span.len + 15) / 16;
+  const int row0 = slice * Layout::kRows;  // first value row of this CTA
+
+  // Zero the value tiles once: tokens past the end of a partial chunk are never loaded, and what
+  // they hold is multiplied by exact zeros (design.md §2.4), so it must be finite.
+  for (uint32_t i = threadIdx.x; i < Layout::kStages * 16 * Layout::kValueRowBytes / 16; i += blockDim.x) {
+    const uint32_t stage = i / (16 * Layout::kValueRowBytes / 16);
+    const uint32_t off = i % (16 * Layout::kValueRowBytes / 16);
+    reinterpret_cast<uint4*>(smem + stage * Layout::kStageBytes + Layout::kValueOffset)[off] = make_uint4(0, 0, 0, 0);
+  }
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Layout::kStages; ++s) {
+      ptx::mbar_init(&full[s], 1);
+      ptx::mbar_init(&empty[s], kWarps);
+    }
+    ptx::fence_barrier_init();
+  }
+  ptx::fence_proxy_async_smem();
+  __syncthreads();
+
+  const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
+
+  if (warp == kWarps) {
+    // ---- Producer warp ---------------------------------------------------------------------------
+    for (int c = 0; c < nchunks; ++c) {
+      const int s = c % Layout::kStages;
+      const int use = c / Layout::kStages;
+      const int L = min(16, span.len - c * 16);
+      unsigned char* stage = smem + s * Layout::kStageBytes;
+      if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
+      if (lane == 0) ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes + L * Layout::kRows * 2);
+      __syncwarp();
+      if (lane < L) {
+        const int64_t t = span.t0 + c * 16 + lane;
+        const uint16_t* src = p.v + span.batch * p.v_st.b + t * p.v_st.t + hv * p.v_st.h + row0;
+        ptx::bulk_copy_g2s(stage + Layout::kValueOffset + lane * Layout::kValueRowBytes, src, Layout::kRows * 2, &full[s]);
+      } else if (lane == 16) {
+        ptx::bulk_copy_g2s(stage, records + static_cast<int64_t>(c) * ChunkRecord::kBytes, ChunkRecord::kBytes, &full[s]);
+      }
+    }
+    return;
+  }
+
+  // ---- Consumer warps ----------------------------------------------------------------------------
+  const int v0 = row0 + 16 * warp;  // first value row of this warp
+  const int64_t state_off = (static_cast<int64_t>(seq) * p.HV + hv) * 128 * 128;
+  float S[16][4];
+  load_state(S, p.initial_state == nullptr ? nullptr
+                                           : static_cast<const unsigned char*>(p.initial_state) +
+                                                 state_off * (p.initial_is_f32 ? 4 : 2),
+             p.initial_is_f32 != 0, v0, lane);
+  unsigned char* out_tile = smem + Layout::kOutOffset + warp * 512;
+
+  for (int c = 0; c < nchunks; ++c) {
+    const int s = c % Layout::kStages;
+    const int L = min(16, span.len - c * 16);
+    const unsigned char* stage = smem + s * Layout::kStageBytes;
+    ptx::mbar_wait(&full[s], (c / Layout::kStages) & 1);
+
+    // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ: [16 v][16 tokens] each, two n-tiles.
+    float x[2][4] = {}, o[2][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      uint32_t bw[4], bq[4];
+      load_b_nmajor(bw, stage + ChunkRecord::kWdOffset, ks, lane);
+      load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
+      const uint32_t bw0[2] = {bw[0], bw[1]}, bw1[2] = {bw[2], bw[3]};
+      const uint32_t bq0[2] = {bq[0], bq[1]}, bq1[2] = {bq[2], bq[3]};
+      uint32_t a_hi[4], a_lo[4];
+      if constexpr (kSplitState) {
+        ptx::c_pair_to_a_split(S[2 * ks], S[2 * ks + 1], a_hi, a_lo);
+        ptx::mma_m16n8k16_bf16_f32(x[0], a_lo, bw0);
+        ptx::mma_m16n8k16_bf16_f32(x[1], a_lo, bw1);
+        ptx::mma_m16n8k16_bf16_f32(o[0], a_lo, bq0);
+        ptx::mma_m16n8k16_bf16_f32(o[1], a_lo, bq1);
+      } else {
+        ptx::c_pair_to_a(S[2 * ks], S[2 * ks + 1], a_hi);
+      }
+      ptx::mma_m16n8k16_bf16_f32(x[0], a_hi, bw0);
+      ptx::mma_m16n8k16_bf16_f32(x[1], a_hi, bw1);
+      ptx::mma_m16n8k16_bf16_f32(o[0], a_hi, bq0);
+      ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
+    }
+
+    // Vcᵀ as an A fragment (m = this warp's 16 value rows, k = 16 tokens) from the [token][v] tile.
+    uint32_t av[4];
+    {
+      const int m = lane >> 3, r = lane & 7;
+      const int tok = r + 8 * (m >> 1);
+      const int col = 16 * warp + 8 * (m & 1);
+      ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
+    }
+    // Uᵀ = Vcᵀ·Tbᵀ − Xᵀ and Oᵀ = Vcᵀ·Pᵀ + Oinᵀ, with Tb and P as hi + lo pairs.
+    {
+      uint32_t th[4], tl[4], ph[4], pl[4];
+      load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
+      load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
+      load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
+      load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[nt][e] = -x[nt][e];
+        const uint32_t bth[2] = {th[2 * nt], th[2 * nt + 1]}, btl[2] = {tl[2 * nt], tl[2 * nt + 1]};
+        const uint32_t bph[2] = {ph[2 * nt], ph[2 * nt + 1]}, bpl[2] = {pl[2 * nt], pl[2 * nt + 1]};
+        ptx::mma_m16n8k16_bf16_f32(x[nt], av, btl);
+        ptx::mma_m16n8k16_bf16_f32(x[nt], av, bth);
+        ptx::mma_m16n8k16_bf16_f32(o[nt], av, bpl);
+        ptx::mma_m16n8k16_bf16_f32(o[nt], av, bph);
+      }
+    }
+
+    // Output: Oᵀ fragments -> [token][v] tile (stmatrix.trans) -> 16-byte stores of valid tokens.
+    {
+      const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
+                             ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
+      const int m = lane >> 3, rr = lane & 7;
+      ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
+      __syncwarp();
+      const int tok = lane >> 1, h = lane & 1;
+      if (tok < L) {
+        const int64_t t = span.t0 + c * 16 + tok;
+        uint16_t* dst = p.out + span.batch * p.out_st.b + t * p.out_st.t + hv * p.out_st.h + v0 + 8 * h;
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
+      }
+    }
+
+    // S ← S·Diag(Γ) + Uᵀ·Kr.
+    {
+      uint32_t au[4];
+      ptx::c_pair_to_a(x[0], x[1], au);
+      const float* gamma = reinterpret_cast<const float*>(stage + ChunkRecord::kGammaOffset);
+#pragma unroll
+      for (int pp = 0; pp < 8; ++pp) {
+        uint32_t bk[4];
+        load_b_kmajor(bk, stage + ChunkRecord::kKrOffset, pp, lane);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int nt = 2 * pp + hh;
+          const float2 gm = *reinterpret_cast<const float2*>(gamma + nt * 8 + 2 * Frag::qid(lane));
+          S[nt][0] *= gm.x;
+          S[nt][1] *= gm.y;
+          S[nt][2] *= gm.x;
+          S[nt][3] *= gm.y;
+          const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]};
+          ptx::mma_m16n8k16_bf16_f32(S[nt], au, b);
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(&empty[s]);
+  }
+
+  if (p.final_state != nullptr)
+    store_state(S, static_cast<unsigned char*>(p.final_state) + state_off * (p.final_is_f32 ? 4 : 2),
+                p.final_is_f32 != 0, v0, lane);
+}
+
+}  // namespace kda::sm90

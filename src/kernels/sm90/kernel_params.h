@@ -1,0 +1,51 @@
+// Parameters of the SM90 kernels, filled by the launcher (src/launch/fwd_sm90.cu). Plain data.
+#pragma once
+
+#include <cstdint>
+
+namespace kda::sm90 {
+
+// Where the sequences are: fixed-length rows of a [B, T] batch, or packed by cu_seqlens.
+struct SequenceLayout {
+  const void* cu_seqlens;  // nullptr: N = B sequences of T tokens
+  int32_t cu_is_i64;
+  int32_t N;
+  int32_t T;        // tokens per batch row (fixed mode)
+  int32_t T_total;  // B * T
+  int64_t num_vchunks;  // virtual chunks per value head (records per head in the workspace)
+};
+
+// Strides in elements of a [B, T, heads, D] tensor (D contiguous).
+struct Strides4 {
+  int64_t b, t, h;
+};
+
+struct PrepParams {
+  SequenceLayout seq;
+  const uint16_t* q;  // bf16 bits
+  const uint16_t* k;
+  const void* g;      // bf16 or f32
+  const void* beta;   // bf16 or f32
+  Strides4 q_st, k_st, g_st, beta_st;
+  const float* A_log;    // nullptr: exp(A_log) = 1
+  const float* dt_bias;  // [HV * 128] or nullptr
+  int32_t H, HV, group;
+  int32_t g_is_f32, beta_is_f32;
+  int32_t beta_sigmoid, qk_l2norm, allow_neg_eigval;
+  float scale, lower_bound;
+  uint8_t* records;  // [HV][num_vchunks] ChunkRecord
+};
+
+struct RecurrenceParams {
+  SequenceLayout seq;
+  const uint16_t* v;  // bf16 bits
+  uint16_t* out;
+  Strides4 v_st, out_st;
+  const void* initial_state;  // [N, HV, 128, 128] or nullptr
+  void* final_state;
+  int32_t initial_is_f32, final_is_f32;
+  int32_t HV, vsplit;
+  const uint8_t* records;
+};
+
+}  // namespace kda::sm90

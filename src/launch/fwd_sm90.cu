@@ -1,0 +1,192 @@
+// SM90 forward launcher: workspace layout, grid and shared-memory sizes, kernel selection.
+// The only host code that knows the kernels (src/kernels/sm90/*).
+//
+// Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), then 256 bytes for the opt-in
+// cu_seqlens check. Two launches on the caller's stream: chunk_prep_kernel (token-parallel) writes
+// the records, chunk_recurrence_kernel (sequence-parallel) reads them. No allocation, no
+// synchronisation, no host read of device data (except the opt-in check).
+#include <cuda_runtime.h>
+
+#include "src/kernels/sm90/chunk_prep_kernel.cuh"
+#include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
+#include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
+#include "src/launch/launch.h"
+
+namespace kda::sm90 {
+namespace {
+
+constexpr size_t kCheckBytes = 256;
+
+int64_t num_vchunks(const Problem& pr) {
+  return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
+}
+
+size_t records_bytes(const Problem& pr) {
+  return static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * ChunkRecord::kBytes;
+}
+
+SequenceLayout make_sequence_layout(const Problem& pr) {
+  SequenceLayout s;
+  s.cu_seqlens = pr.varlen ? pr.params->cu_seqlens.data : nullptr;
+  s.cu_is_i64 = pr.params->cu_seqlens.dtype == KDA_DTYPE_I64;
+  s.N = static_cast<int32_t>(pr.N);
+  s.T = static_cast<int32_t>(pr.T);
+  s.T_total = static_cast<int32_t>(pr.T_total);
+  s.num_vchunks = num_vchunks(pr);
+  return s;
+}
+
+Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
+
+kda_status cuda_error(const char* what, cudaError_t err) {
+  return make_error(KDA_ERROR_CUDA, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+// Raises the dynamic shared-memory limit of a kernel (per device, so on every call: a host-side
+// attribute, allowed during stream capture, microseconds).
+template <typename Kernel>
+cudaError_t set_smem(Kernel kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <GateKind kGate>
+kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
+  const int smem = static_cast<int>(sizeof(PrepSmem));
+  cudaError_t err = set_smem(chunk_prep_kernel<kGate>, smem);
+  if (err != cudaSuccess) return cuda_error("chunk_prep_kernel: cudaFuncSetAttribute", err);
+  chunk_prep_kernel<kGate><<<dim3(static_cast<unsigned>(vchunks), HV), 128, smem, stream>>>(pp);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_error("chunk_prep_kernel launch", err);
+  return make_ok();
+}
+
+template <int kWarps>
+kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream) {
+  using Layout = RecurrenceLayout<kWarps>;
+  constexpr bool kSplitState = true;
+  auto kernel = chunk_recurrence_kernel<kWarps, kSplitState>;
+  cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
+  if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
+  kernel<<<static_cast<unsigned>(ctas), Layout::kThreads, Layout::kBytes, stream>>>(rp);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel launch", err);
+  return make_ok();
+}
+
+int sm_count() {
+  int device = 0, count = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  return count;
+}
+
+// Slices of the 128 value rows per (sequence, head): more slices give more independent chains
+// (CTAs) when sequences x heads leave SMs idle, at the price of re-reading each chunk record once
+// per slice (from L2). Largest of 1, 2, 4, 8 keeping CTAs <= 1.5 x SMs.
+int choose_vsplit(int64_t units, int sms) {
+  int vsplit = 1;
+  while (vsplit < 8 && units * vsplit * 2 <= (3 * sms) / 2) vsplit *= 2;
+  return vsplit;
+}
+
+}  // namespace
+
+size_t fwd_workspace_bytes(const Problem& pr) { return records_bytes(pr) + kCheckBytes; }
+
+kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, kda_stream_t stream_handle) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+  const kda_fwd_params& a = *pr.params;
+  const SequenceLayout seq = make_sequence_layout(pr);
+  uint8_t* records = static_cast<uint8_t*>(workspace);
+
+  const int64_t units = pr.N * pr.HV;
+  if (units == 0) return make_ok();
+  const int vsplit = choose_vsplit(units, sm_count());
+  if (units * vsplit > 0x7fffffff)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: N x HV = %lld (sequences x value heads) is too large for one grid",
+                      static_cast<long long>(units));
+
+  if (seq.num_vchunks > 0) {
+    PrepParams pp;
+    pp.seq = seq;
+    pp.q = static_cast<const uint16_t*>(a.q.data);
+    pp.k = static_cast<const uint16_t*>(a.k.data);
+    pp.g = a.g.data;
+    pp.beta = a.beta.data;
+    pp.q_st = strides_of(a.q);
+    pp.k_st = strides_of(a.k);
+    pp.g_st = strides_of(a.g);
+    pp.beta_st = strides_of(a.beta);
+    pp.A_log = static_cast<const float*>(a.A_log.data);
+    pp.dt_bias = static_cast<const float*>(a.dt_bias.data);
+    pp.H = static_cast<int32_t>(pr.H);
+    pp.HV = static_cast<int32_t>(pr.HV);
+    pp.group = static_cast<int32_t>(pr.group());
+    pp.g_is_f32 = a.g.dtype == KDA_DTYPE_F32;
+    pp.beta_is_f32 = a.beta.dtype == KDA_DTYPE_F32;
+    pp.beta_sigmoid = a.beta_sigmoid != 0;
+    pp.qk_l2norm = a.qk_l2norm != 0;
+    pp.allow_neg_eigval = a.allow_neg_eigval != 0;
+    pp.scale = a.scale;
+    pp.lower_bound = a.lower_bound;
+    pp.records = records;
+    kda_status st;
+    switch (a.gate) {
+      case KDA_GATE_BOUNDED: st = launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream); break;
+      case KDA_GATE_SOFTPLUS: st = launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream); break;
+      default: st = launch_prep<GateKind::kPreactivated>(pp, seq.num_vchunks, pp.HV, stream); break;
+    }
+    if (st.code != KDA_OK) return st;
+  }
+
+  RecurrenceParams rp;
+  rp.seq = seq;
+  rp.v = static_cast<const uint16_t*>(a.v.data);
+  rp.out = static_cast<uint16_t*>(a.out.data);
+  rp.v_st = strides_of(a.v);
+  rp.out_st = strides_of(a.out);
+  rp.initial_state = a.initial_state.data;
+  rp.final_state = a.final_state.data;
+  rp.initial_is_f32 = a.initial_state.dtype == KDA_DTYPE_F32;
+  rp.final_is_f32 = a.final_state.dtype == KDA_DTYPE_F32;
+  rp.HV = static_cast<int32_t>(pr.HV);
+  rp.vsplit = vsplit;
+  rp.records = records;
+  const int64_t ctas = units * vsplit;
+  switch (vsplit) {
+    case 1: return launch_recurrence<8>(rp, ctas, stream);
+    case 2: return launch_recurrence<4>(rp, ctas, stream);
+    case 4: return launch_recurrence<2>(rp, ctas, stream);
+    default: return launch_recurrence<1>(rp, ctas, stream);
+  }
+}
+
+kda_status check_cu_seqlens(const Problem& pr, void* workspace, kda_stream_t stream_handle) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+  int64_t* result = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(workspace) + records_bytes(pr));
+  cu_seqlens_check_kernel<<<1, 256, 0, stream>>>(make_sequence_layout(pr), result);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_error("cu_seqlens_check_kernel launch", err);
+  int64_t host[4];
+  err = cudaMemcpyAsync(host, result, sizeof(host), cudaMemcpyDeviceToHost, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) return cuda_error("check_cu_seqlens: reading the result", err);
+  // host = {kind, index, value, previous or bound}
+  switch (host[0]) {
+    case 0: return make_ok();
+    case 1:
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "cu_seqlens: expected cu_seqlens[0] = 0, got %lld",
+                        static_cast<long long>(host[2]));
+    case 2:
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "cu_seqlens: expected non-decreasing entries, got cu_seqlens[%lld] = %lld < cu_seqlens[%lld] = %lld",
+                        static_cast<long long>(host[1]), static_cast<long long>(host[2]),
+                        static_cast<long long>(host[1] - 1), static_cast<long long>(host[3]));
+    default:
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "cu_seqlens: expected entries <= the packed length B*T = %lld, got cu_seqlens[%lld] = %lld",
+                        static_cast<long long>(host[3]), static_cast<long long>(host[1]),
+                        static_cast<long long>(host[2]));
+  }
+}
+
+}  // namespace kda::sm90

@@ -1,0 +1,66 @@
+// GPU test harness: detects an SM90 GPU (tests skip without one, saying so), mirrors a host
+// kda_fwd_params (every tensor, with its strides) onto the device, runs kda_fwd (eagerly or
+// through a captured CUDA graph) and copies out / final_state back into the host buffers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "flash_kda/flash_kda.h"
+
+namespace kda::test {
+
+// Empty when a compute capability 9.0 GPU is present, else the reason to skip.
+std::string gpu_skip_reason();
+
+#define KDA_SKIP_WITHOUT_SM90()                                   \
+  do {                                                            \
+    const std::string kda_reason_ = ::kda::test::gpu_skip_reason(); \
+    if (!kda_reason_.empty()) GTEST_SKIP() << kda_reason_;       \
+  } while (0)
+
+// Device copy of every tensor of a host params struct (same shapes and strides).
+class DeviceProblem {
+ public:
+  explicit DeviceProblem(const kda_fwd_params& host);
+  ~DeviceProblem();
+  DeviceProblem(const DeviceProblem&) = delete;
+  DeviceProblem& operator=(const DeviceProblem&) = delete;
+
+  kda_fwd_params& params() { return dev_; }
+  void* workspace() { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // Re-uploads every input (not out / final_state) from the host params.
+  void upload_inputs();
+  // Copies out and final_state back into the host params' buffers.
+  void download_outputs();
+  // Fills the device workspace with a byte pattern (0xff: NaN-like garbage).
+  void poison_workspace(int byte);
+
+ private:
+  kda_fwd_params host_;
+  kda_fwd_params dev_;
+  std::vector<void*> allocations_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+// Runs kda_fwd on the device for host params: uploads, runs `repeats` times, downloads.
+kda_status run_on_gpu(const kda_fwd_params& host, int repeats = 1);
+
+// The float64 recurrence's unrounded results for host params (their out / final_state buffers are
+// written too): out as [B*T, HV, V] (rows outside every sequence are 0), final state [N, HV, V, K].
+struct ExactReference {
+  std::vector<double> out, final_state;
+};
+ExactReference reference_f64(const kda_fwd_params& host);
+
+// Element size of a dtype in bytes.
+size_t dtype_bytes(kda_dtype dtype);
+// Elements spanned by a strided view (0 when it has no elements).
+size_t tensor_extent(const kda_tensor& t);
+
+}  // namespace kda::test

@@ -1,0 +1,338 @@
+// The SM90 path across its options and its safety contract, against the CPU float64 recurrence:
+// state dtypes in/out, varlen with int32/int64 cu_seqlens (empty sequences, partial chunks, T=1),
+// GVA, the three gate forms and the beta / L2-norm flags, every value-row split (vsplit 1..8),
+// strided inputs, output rows outside the sequences never written, CUDA-graph capture and replay,
+// bad cu_seqlens contents (no fault; the opt-in check names them), wrong pointers and workspace.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "tests/golden_io.h"
+#include "tests/gpu/gpu_harness.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+struct Errors {
+  double out = 0, state = 0;
+  size_t non_finite = 0;
+};
+
+// Runs `spec` on the GPU and on the CPU float64 recurrence; errors of the GPU result.
+Errors gpu_vs_f64(RandomProblem& gpu) {
+  RandomProblem ref = gpu;
+  const kda_status st = run_on_gpu(gpu.params());
+  EXPECT_EQ(st.code, KDA_OK) << st.message;
+  const ExactReference exact = reference_f64(ref.params());
+  Errors e;
+  std::vector<double> out = bf16_to_f64(gpu.out);
+  // Rows outside every sequence are compared as 0 in the exact reference: only when covered.
+  e.out = rel_l2(out, exact.out);
+  e.non_finite = count_non_finite(out);
+  if (gpu.spec.final_state == KDA_DTYPE_F32) {
+    e.state = rel_l2(f32_to_f64(gpu.final_f32), exact.final_state);
+    e.non_finite += count_non_finite(f32_to_f64(gpu.final_f32));
+  } else if (gpu.spec.final_state == KDA_DTYPE_BF16) {
+    e.state = rel_l2(bf16_to_f64(gpu.final_bf16), exact.final_state);
+  }
+  return e;
+}
+
+void expect_close(const char* what, const Errors& e, double out_tol = 5e-3, double state_tol = 5e-3) {
+  std::printf("[ errors ] %-40s out %.3e final_state %.3e\n", what, e.out, e.state);
+  EXPECT_EQ(e.non_finite, 0u) << what;
+  EXPECT_LE(e.out, out_tol) << what;
+  EXPECT_LE(e.state, state_tol) << what;
+}
+
+TEST(GpuOptions, StateDtypeMatrix) {
+  KDA_SKIP_WITHOUT_SM90();
+  const kda_dtype kinds[3] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32};
+  for (kda_dtype in : kinds)
+    for (kda_dtype out : kinds) {
+      ProblemSpec s;
+      s.B = 2;
+      s.T = 45;
+      s.H = s.HV = 2;
+      s.initial_state = in;
+      s.final_state = out;
+      s.seed = 10 + in * 3 + out;
+      RandomProblem p = make_random_problem(s);
+      char name[64];
+      std::snprintf(name, sizeof(name), "state in %d out %d", in, out);
+      // A bf16 final state carries bf16 rounding (~2^-9 relative) on top of the kernel's error.
+      expect_close(name, gpu_vs_f64(p), 5e-3, out == KDA_DTYPE_BF16 ? 6e-3 : 4e-3);
+    }
+}
+
+TEST(GpuOptions, VarlenEdgesInt32AndInt64Agree) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 1;
+  s.T = 200;
+  s.H = s.HV = 3;
+  s.cu_seqlens = {0, 0, 1, 16, 17, 33, 33, 100, 200};
+  s.seed = 21;
+  RandomProblem p64 = make_random_problem(s);
+  s.cu_dtype = KDA_DTYPE_I32;
+  RandomProblem p32 = make_random_problem(s);
+  expect_close("varlen int64", gpu_vs_f64(p64));
+  ASSERT_EQ(run_on_gpu(p32.params()).code, KDA_OK);
+  EXPECT_EQ(p32.out, p64.out);
+  EXPECT_EQ(0, std::memcmp(p32.final_f32.data(), p64.final_f32.data(), p32.final_f32.size() * 4));
+}
+
+TEST(GpuOptions, SingleTokenSequencesAndEmptyBatch) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 3;
+  s.T = 1;
+  s.H = s.HV = 4;
+  RandomProblem p = make_random_problem(s);
+  expect_close("T=1 B=3", gpu_vs_f64(p));
+  // T = 0: the final state is the initial state.
+  s.T = 0;
+  RandomProblem e = make_random_problem(s);
+  ASSERT_EQ(run_on_gpu(e.params()).code, KDA_OK);
+  EXPECT_EQ(0, std::memcmp(e.final_f32.data(), e.initial_f32.data(), e.final_f32.size() * 4));
+}
+
+TEST(GpuOptions, GroupedValueHeads) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 70;
+  s.H = 2;
+  s.HV = 8;
+  RandomProblem p = make_random_problem(s);
+  expect_close("GVA H=2 HV=8", gpu_vs_f64(p));
+}
+
+TEST(GpuOptions, GateFormsAndFlags) {
+  KDA_SKIP_WITHOUT_SM90();
+  {
+    ProblemSpec s;
+    s.T = 80;
+    s.H = s.HV = 2;
+    s.gate = KDA_GATE_SOFTPLUS;
+    s.g_scale = 8.0f;  // per-step log-decay far below -5: exercises the unbounded path
+    RandomProblem p = make_random_problem(s);
+    expect_close("softplus gate, g ~ N(0, 64)", gpu_vs_f64(p));
+  }
+  {
+    ProblemSpec s;
+    s.T = 50;
+    s.H = s.HV = 2;
+    s.gate = KDA_GATE_PREACTIVATED;
+    RandomProblem p = make_random_problem(s);
+    expect_close("preactivated gate", gpu_vs_f64(p));
+  }
+  for (int flags = 0; flags < 4; ++flags) {
+    ProblemSpec s;
+    s.T = 40;
+    s.H = s.HV = 2;
+    s.seed = 40 + flags;
+    RandomProblem p = make_random_problem(s);
+    const bool neg = flags & 1, no_l2 = flags & 2;
+    kda_fwd_params prm = p.params();
+    // Without the in-kernel L2 norm, feed unit-norm q and k.
+    if (no_l2) {
+      for (auto* buf : {&p.q, &p.k})
+        for (size_t row = 0; row < buf->size() / 128; ++row) {
+          double ss = 0;
+          for (int c = 0; c < 128; ++c) {
+            const double x = bf16_to_f64({(*buf)[row * 128 + c]})[0];
+            ss += x * x;
+          }
+          for (int c = 0; c < 128; ++c) {
+            const float x = static_cast<float>(bf16_to_f64({(*buf)[row * 128 + c]})[0] / std::sqrt(ss));
+            uint32_t u;
+            std::memcpy(&u, &x, 4);
+            (*buf)[row * 128 + c] = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+          }
+        }
+    }
+    RandomProblem ref = p;
+    prm = p.params();
+    prm.allow_neg_eigval = neg;
+    prm.qk_l2norm = !no_l2;
+    ASSERT_EQ(run_on_gpu(prm).code, KDA_OK);
+    kda_fwd_params rprm = ref.params();
+    rprm.allow_neg_eigval = neg;
+    rprm.qk_l2norm = !no_l2;
+    const ExactReference exact = reference_f64(rprm);
+    Errors e;
+    e.out = rel_l2(bf16_to_f64(p.out), exact.out);
+    e.state = rel_l2(f32_to_f64(p.final_f32), exact.final_state);
+    e.non_finite = count_non_finite(bf16_to_f64(p.out));
+    char name[64];
+    std::snprintf(name, sizeof(name), "allow_neg_eigval=%d qk_l2norm=%d", neg, !no_l2);
+    expect_close(name, e);
+  }
+}
+
+TEST(GpuOptions, EveryValueRowSplit) {
+  KDA_SKIP_WITHOUT_SM90();
+  // N x HV = 4, 24, 64, 160 select vsplit 8, 4, 2, 1 on a 132-SM H200.
+  const int64_t heads[4] = {4, 24, 64, 160};
+  for (int64_t h : heads) {
+    ProblemSpec s;
+    s.B = 1;
+    s.T = 40;
+    s.H = s.HV = h;
+    s.seed = 50 + h;
+    RandomProblem p = make_random_problem(s);
+    char name[64];
+    std::snprintf(name, sizeof(name), "N x HV = %lld", static_cast<long long>(h));
+    expect_close(name, gpu_vs_f64(p));
+  }
+}
+
+TEST(GpuOptions, StridedInputsMatchContiguous) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 2;
+  s.T = 33;
+  s.H = s.HV = 2;
+  RandomProblem p = make_random_problem(s);
+  RandomProblem strided = p;
+  // Pack q, k, v, g of each (b, t) into one row [4][H][128] (as a fused projection would).
+  const int64_t H = 2, row = 4 * H * 128;
+  std::vector<uint16_t> packed(static_cast<size_t>(s.B * s.T * row));
+  for (int64_t bt = 0; bt < s.B * s.T; ++bt)
+    for (int64_t x = 0; x < H * 128; ++x) {
+      packed[bt * row + 0 * H * 128 + x] = p.q[bt * H * 128 + x];
+      packed[bt * row + 1 * H * 128 + x] = p.k[bt * H * 128 + x];
+      packed[bt * row + 2 * H * 128 + x] = p.v[bt * H * 128 + x];
+      packed[bt * row + 3 * H * 128 + x] = p.g[bt * H * 128 + x];
+    }
+  kda_fwd_params sp = strided.params();
+  kda_tensor* views[4] = {&sp.q, &sp.k, &sp.v, &sp.g};
+  for (int i = 0; i < 4; ++i) {
+    views[i]->data = packed.data() + i * H * 128;
+    views[i]->stride[0] = s.T * row;
+    views[i]->stride[1] = row;
+    views[i]->stride[2] = 128;
+  }
+  ASSERT_EQ(run_on_gpu(p.params()).code, KDA_OK);
+  ASSERT_EQ(run_on_gpu(sp).code, KDA_OK);
+  EXPECT_EQ(p.out, strided.out);
+  EXPECT_EQ(0, std::memcmp(p.final_f32.data(), strided.final_f32.data(), p.final_f32.size() * 4));
+}
+
+TEST(GpuSafety, RowsOutsideSequencesAreNeverWritten) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 96;
+  s.H = s.HV = 2;
+  s.cu_seqlens = {0, 5, 5, 40};  // tokens 40..95 belong to no sequence
+  RandomProblem p = make_random_problem(s);
+  std::fill(p.out.begin(), p.out.end(), 0xffff);
+  ASSERT_EQ(run_on_gpu(p.params()).code, KDA_OK);
+  for (int64_t t = 0; t < 96; ++t)
+    for (int64_t x = 0; x < 2 * 128; ++x) {
+      const uint16_t v = p.out[t * 256 + x];
+      if (t >= 40) ASSERT_EQ(v, 0xffff) << "row " << t << " outside every sequence was written";
+      else ASSERT_NE(v, 0xffff) << "row " << t << " inside a sequence was not written";
+    }
+}
+
+TEST(GpuSafety, CudaGraphCaptureAndReplay) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 300;
+  s.H = s.HV = 4;
+  s.cu_seqlens = {0, 100, 117, 300};
+  RandomProblem p = make_random_problem(s);
+  RandomProblem eager = p;
+  ASSERT_EQ(run_on_gpu(eager.params()).code, KDA_OK);
+
+  DeviceProblem dp(p.params());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  dp.download_outputs();
+  EXPECT_EQ(p.out, eager.out);
+  EXPECT_EQ(0, std::memcmp(p.final_f32.data(), eager.final_f32.data(), p.final_f32.size() * 4));
+
+  // New inputs into the same buffers, replay: equals an eager run on the new inputs.
+  RandomProblem fresh = make_random_problem([&] { ProblemSpec t = s; t.seed = 99; return t; }());
+  p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta; p.initial_f32 = fresh.initial_f32;
+  dp.upload_inputs();
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  dp.download_outputs();
+  ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
+  EXPECT_EQ(p.out, fresh.out);
+  EXPECT_EQ(0, std::memcmp(p.final_f32.data(), fresh.final_f32.data(), p.final_f32.size() * 4));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GpuSafety, BadCuSeqlensContentsNeverFaultAndTheCheckNamesThem) {
+  KDA_SKIP_WITHOUT_SM90();
+  const std::vector<std::vector<int64_t>> bad = {
+      {0, 50, 20, 64}, {0, 10, 1000, 64}, {5, 10, 20, 64}, {0, -7, 30, 64}, {0, 10, 20, 70}};
+  for (const auto& cu : bad) {
+    ProblemSpec s;
+    s.T = 64;
+    s.H = s.HV = 2;
+    s.cu_seqlens = cu;
+    RandomProblem p = make_random_problem(s);
+    // Unchecked: completes without a fault (results are unspecified but no access leaves a tensor).
+    const kda_status st = run_on_gpu(p.params());
+    EXPECT_EQ(st.code, KDA_OK) << st.message;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    // Checked: a clear error naming cu_seqlens, before any kernel of the forward pass runs.
+    kda_fwd_params prm = p.params();
+    prm.check_cu_seqlens = 1;
+    DeviceProblem dp(prm);
+    const kda_status chk = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), nullptr);
+    EXPECT_EQ(chk.code, KDA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(chk.message).find("cu_seqlens"), std::string::npos) << chk.message;
+    std::printf("[ check ] %s\n", chk.message);
+  }
+}
+
+TEST(GpuSafety, PointerAndWorkspaceErrors) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 20;
+  RandomProblem p = make_random_problem(s);
+  DeviceProblem dp(p.params());
+  kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes() - 1, nullptr);
+  EXPECT_EQ(st.code, KDA_ERROR_WORKSPACE_TOO_SMALL);
+  EXPECT_NE(std::string(st.message).find("workspace"), std::string::npos) << st.message;
+  kda_fwd_params host_q = dp.params();
+  host_q.q.data = p.q.data();  // a host pointer
+  st = kda_fwd(&host_q, dp.workspace(), dp.workspace_bytes(), nullptr);
+  EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(st.message).find("q: expected CUDA device memory"), std::string::npos) << st.message;
+}
+
+TEST(GpuSafety, RepeatedRunsAreBitwiseIdentical) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 1000;
+  s.H = s.HV = 16;
+  RandomProblem a = make_random_problem(s);
+  RandomProblem b = a;
+  ASSERT_EQ(run_on_gpu(a.params(), 1).code, KDA_OK);
+  ASSERT_EQ(run_on_gpu(b.params(), 3).code, KDA_OK);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(0, std::memcmp(a.final_f32.data(), b.final_f32.data(), a.final_f32.size() * 4));
+}
+
+}  // namespace
+}  // namespace kda::test

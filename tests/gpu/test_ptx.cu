@@ -1,0 +1,257 @@
+// The PTX layer and the recurrence kernel's fragment helpers, each checked against a CPU matmul
+// on random data: every register layout the kernels rely on (mma C -> A reuse, ldmatrix and
+// ldmatrix.trans from the swizzled chunk record, ldmatrix.trans of the padded value tile,
+// stmatrix.trans of the output tile, the bf16 hi/lo split). One warp per test kernel.
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
+#include "tests/gpu/gpu_harness.h"
+
+namespace kda::test {
+namespace {
+
+using sm90::ChunkRecord;
+using ptx::Frag;
+
+// ---- device probes ------------------------------------------------------------------------------
+
+// X[16][16] = S[16][128] · Wd[16][128]ᵀ with S from C fragments (split hi/lo) and Wd from the record.
+__global__ void probe_state_times_wide(const float* S, const uint16_t* wd_swizzled, float* X, int split) {
+  __shared__ __align__(128) uint16_t wd[16 * 128];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * 128; i += 32) wd[i] = wd_swizzled[i];
+  __syncwarp();
+  float s[16][4];
+  for (int nt = 0; nt < 16; ++nt)
+    for (int r = 0; r < 4; ++r) s[nt][r] = S[Frag::c_row(lane, r) * 128 + nt * 8 + Frag::c_col(lane, r)];
+  float x[2][4] = {};
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t b[4];
+    sm90::recurrence_detail::load_b_nmajor(b, reinterpret_cast<const unsigned char*>(wd), ks, lane);
+    const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+    uint32_t hi[4], lo[4];
+    ptx::c_pair_to_a_split(s[2 * ks], s[2 * ks + 1], hi, lo);
+    if (!split) ptx::c_pair_to_a(s[2 * ks], s[2 * ks + 1], hi);
+    ptx::mma_m16n8k16_bf16_f32(x[0], hi, b0);
+    ptx::mma_m16n8k16_bf16_f32(x[1], hi, b1);
+    if (split) {
+      ptx::mma_m16n8k16_bf16_f32(x[0], lo, b0);
+      ptx::mma_m16n8k16_bf16_f32(x[1], lo, b1);
+    }
+  }
+  for (int nt = 0; nt < 2; ++nt)
+    for (int r = 0; r < 4; ++r) X[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = x[nt][r];
+}
+
+// Y[16][128] = U[16][16] · Kr[16][128] with U from C fragments and Kr from the record (k-major).
+__global__ void probe_small_times_kr(const float* U, const uint16_t* kr_swizzled, float* Y) {
+  __shared__ __align__(128) uint16_t kr[16 * 128];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * 128; i += 32) kr[i] = kr_swizzled[i];
+  __syncwarp();
+  float u[2][4];
+  for (int nt = 0; nt < 2; ++nt)
+    for (int r = 0; r < 4; ++r) u[nt][r] = U[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)];
+  uint32_t a[4];
+  ptx::c_pair_to_a(u[0], u[1], a);
+  for (int p = 0; p < 8; ++p) {
+    uint32_t b[4];
+    sm90::recurrence_detail::load_b_kmajor(b, reinterpret_cast<const unsigned char*>(kr), p, lane);
+    for (int h = 0; h < 2; ++h) {
+      float y[4] = {};
+      const uint32_t bb[2] = {b[2 * h], b[2 * h + 1]};
+      ptx::mma_m16n8k16_bf16_f32(y, a, bb);
+      for (int r = 0; r < 4; ++r) Y[Frag::c_row(lane, r) * 128 + (2 * p + h) * 8 + Frag::c_col(lane, r)] = y[r];
+    }
+  }
+}
+
+// Z[16 v][16 i] = Σ_j V[j][v] · T[i][j]: V from a padded [token][v] tile (ldmatrix.trans, A operand),
+// T from a swizzled 16x16 record half; then the result stored as [i][v] through stmatrix.trans.
+__global__ void probe_values_times_small(const uint16_t* V /*[16][16]*/, const uint16_t* t_swizzled, float* Z,
+                                         uint16_t* Zt /*[16 i][16 v] bf16*/) {
+  constexpr int kRowBytes = 16 * 2 + 16;
+  __shared__ __align__(128) unsigned char vt[16 * kRowBytes];
+  __shared__ __align__(128) uint16_t t[256];
+  __shared__ __align__(128) unsigned char out_tile[512];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) {
+    reinterpret_cast<uint16_t*>(vt + (i / 16) * kRowBytes)[i % 16] = V[i];
+    t[i] = t_swizzled[i];
+  }
+  __syncwarp();
+  uint32_t av[4];
+  {
+    const int m = lane >> 3, r = lane & 7;
+    ptx::ldmatrix_x4_trans(av, vt + (r + 8 * (m >> 1)) * kRowBytes + 8 * (m & 1) * 2);
+  }
+  uint32_t bt[4];
+  sm90::recurrence_detail::load_b_small(bt, reinterpret_cast<unsigned char*>(t), lane);
+  float z[2][4] = {};
+  for (int nt = 0; nt < 2; ++nt) {
+    const uint32_t b[2] = {bt[2 * nt], bt[2 * nt + 1]};
+    ptx::mma_m16n8k16_bf16_f32(z[nt], av, b);
+    for (int r = 0; r < 4; ++r) Z[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = z[nt][r];
+  }
+  const uint32_t r4[4] = {ptx::pack_bf16x2(z[0][0], z[0][1]), ptx::pack_bf16x2(z[0][2], z[0][3]),
+                          ptx::pack_bf16x2(z[1][0], z[1][1]), ptx::pack_bf16x2(z[1][2], z[1][3])};
+  const int m = lane >> 3, rr = lane & 7;
+  ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r4);
+  __syncwarp();
+  for (int i = lane; i < 256; i += 32) {
+    const int row = i / 16, col = i % 16;
+    Zt[i] = reinterpret_cast<const uint16_t*>(out_tile)[ChunkRecord::small_index(row, col)];
+  }
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+uint16_t to_bf16(float x) {
+  __nv_bfloat16 h = __float2bfloat16_rn(x);
+  return *reinterpret_cast<uint16_t*>(&h);
+}
+float from_bf16(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <typename T>
+struct Buf {
+  T* d = nullptr;
+  size_t n;
+  explicit Buf(const std::vector<T>& h) : n(h.size()) {
+    cudaMalloc(&d, n * sizeof(T));
+    cudaMemcpy(d, h.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  explicit Buf(size_t count) : n(count) { cudaMalloc(&d, n * sizeof(T)); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  ~Buf() { cudaFree(d); }
+};
+
+double max_rel(const std::vector<float>& x, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num = std::max(num, std::fabs(x[i] - ref[i]));
+    den = std::max(den, std::fabs(ref[i]));
+  }
+  return num / den;
+}
+
+TEST(Ptx, StateTimesWideOperandSplitAndPlain) {
+  KDA_SKIP_WITHOUT_SM90();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  std::vector<float> S(16 * 128), wd(16 * 128);
+  std::vector<uint16_t> wd_sw(16 * 128);
+  for (auto& x : S) x = nd(rng);
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 128; ++c) {
+      const uint16_t b = to_bf16(nd(rng));
+      wd[i * 128 + c] = from_bf16(b);
+      wd_sw[ChunkRecord::wide_index(i, c)] = b;
+    }
+  for (int split = 0; split < 2; ++split) {
+    std::vector<double> ref(256, 0.0);
+    for (int v = 0; v < 16; ++v)
+      for (int i = 0; i < 16; ++i)
+        for (int c = 0; c < 128; ++c) {
+          const float s = S[v * 128 + c];
+          const float hi = from_bf16(to_bf16(s));
+          const double sop = split ? double(hi) + double(from_bf16(to_bf16(s - hi))) : double(hi);
+          ref[v * 16 + i] += sop * wd[i * 128 + c];
+        }
+    Buf<float> dS(S), dX(256);
+    Buf<uint16_t> dW(wd_sw);
+    probe_state_times_wide<<<1, 32>>>(dS.d, dW.d, dX.d, split);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LT(max_rel(dX.get(), ref), 1e-5) << "split=" << split;
+  }
+}
+
+TEST(Ptx, SmallTimesKeyMajorRecordOperand) {
+  KDA_SKIP_WITHOUT_SM90();
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd;
+  std::vector<float> U(256), kr(16 * 128);
+  std::vector<uint16_t> kr_sw(16 * 128);
+  for (auto& x : U) x = nd(rng);
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 128; ++c) {
+      const uint16_t b = to_bf16(nd(rng));
+      kr[i * 128 + c] = from_bf16(b);
+      kr_sw[ChunkRecord::wide_index(i, c)] = b;
+    }
+  std::vector<double> ref(16 * 128, 0.0);
+  for (int v = 0; v < 16; ++v)
+    for (int c = 0; c < 128; ++c)
+      for (int i = 0; i < 16; ++i) ref[v * 128 + c] += double(from_bf16(to_bf16(U[v * 16 + i]))) * kr[i * 128 + c];
+  Buf<float> dU(U), dY(16 * 128);
+  Buf<uint16_t> dK(kr_sw);
+  probe_small_times_kr<<<1, 32>>>(dU.d, dK.d, dY.d);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_LT(max_rel(dY.get(), ref), 1e-5);
+}
+
+TEST(Ptx, ValuesTransposedTimesSmallAndStmatrixTrans) {
+  KDA_SKIP_WITHOUT_SM90();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> V(256), t_sw(256);
+  std::vector<float> Vf(256), T(256);
+  for (int i = 0; i < 256; ++i) {
+    V[i] = to_bf16(nd(rng));
+    Vf[i] = from_bf16(V[i]);
+  }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      const uint16_t b = to_bf16(nd(rng));
+      T[i * 16 + j] = from_bf16(b);
+      t_sw[ChunkRecord::small_index(i, j)] = b;
+    }
+  std::vector<double> ref(256, 0.0);  // [v][i]
+  for (int v = 0; v < 16; ++v)
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) ref[v * 16 + i] += double(Vf[j * 16 + v]) * T[i * 16 + j];
+  Buf<uint16_t> dV(V), dT(t_sw), dZt(256);
+  Buf<float> dZ(256);
+  probe_values_times_small<<<1, 32>>>(dV.d, dT.d, dZ.d, dZt.d);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> Z = dZ.get();
+  EXPECT_LT(max_rel(Z, ref), 1e-5);
+  const std::vector<uint16_t> Zt = dZt.get();  // [i][v] = bf16(Z[v][i])
+  int mismatches = 0;
+  for (int v = 0; v < 16; ++v)
+    for (int i = 0; i < 16; ++i) mismatches += Zt[i * 16 + v] != to_bf16(Z[v * 16 + i]);
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Ptx, FragmentCoordinatesCoverTheTile) {
+  // Host-only: the C fragment coordinates of 32 lanes x 4 registers cover a 16x8 tile exactly once.
+  int seen[16][8] = {};
+  for (int lane = 0; lane < 32; ++lane)
+    for (int r = 0; r < 4; ++r) ++seen[Frag::c_row(lane, r)][Frag::c_col(lane, r)];
+  for (auto& row : seen)
+    for (int x : row) EXPECT_EQ(x, 1);
+  // The swizzled record layouts are permutations of their tiles.
+  std::vector<int> wide(16 * 128, 0), small(256, 0);
+  for (int i = 0; i < 16; ++i) {
+    for (int c = 0; c < 128; ++c) ++wide[ChunkRecord::wide_index(i, c)];
+    for (int c = 0; c < 16; ++c) ++small[ChunkRecord::small_index(i, c)];
+  }
+  for (int x : wide) EXPECT_EQ(x, 1);
+  for (int x : small) EXPECT_EQ(x, 1);
+}
+
+}  // namespace
+}  // namespace kda::test

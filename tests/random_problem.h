@@ -1,0 +1,42 @@
+// Synthetic KDA problems for the CPU tests: random bf16 inputs (normal), A_log and dt_bias
+// uniform [0, 1), optional states of either dtype and optional cu_seqlens, in host buffers with
+// contiguous kda_fwd_params describing them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "flash_kda/flash_kda.h"
+
+namespace kda::test {
+
+struct ProblemSpec {
+  int64_t B = 1, T = 32, H = 1, HV = 1;
+  kda_gate gate = KDA_GATE_BOUNDED;
+  float lower_bound = -5.0f;
+  bool with_A_log = true, with_dt_bias = true;
+  kda_dtype initial_state = KDA_DTYPE_F32;  // KDA_DTYPE_NONE: absent
+  kda_dtype final_state = KDA_DTYPE_F32;    // KDA_DTYPE_NONE: not requested
+  std::vector<int64_t> cu_seqlens;          // empty: N = B sequences of T tokens
+  kda_dtype cu_dtype = KDA_DTYPE_I64;
+  float g_scale = 1.0f;  // g ~ N(0, g_scale²); PREACTIVATED: g = -|N(0, g_scale²)|
+  uint64_t seed = 1;
+};
+
+struct RandomProblem {
+  ProblemSpec spec;
+  int64_t N = 0;
+  std::vector<uint16_t> q, k, v, g, beta, out;  // bf16 bit patterns
+  std::vector<float> A_log, dt_bias;
+  std::vector<float> initial_f32, final_f32;       // used when the state dtype is f32
+  std::vector<uint16_t> initial_bf16, final_bf16;  // ... or bf16
+  std::vector<int64_t> cu64;
+  std::vector<int32_t> cu32;
+
+  // Contiguous views of the buffers above (re-take after copying the object).
+  kda_fwd_params params();
+};
+
+RandomProblem make_random_problem(const ProblemSpec& spec);
+
+}  // namespace kda::test
