@@ -4,12 +4,15 @@
 #   tests      host tests and GPU tests (golden cases, options matrix, safety, PTX layer)
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
-#   python     pip install of the flash_kda package, pytest, Python benchmark with FLA (when present)
-# Usage: scripts/gpu_verify.sh [stage ...]     (default: all stages, in that order)
+#   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
+#   python     pip install of the flash_kda package, pytest (FLA comparison when FLA is present)
+#   pybench    Python benchmark: this package and FLA's Triton kernels in one run (FLA_CASES)
+# Usage: scripts/gpu_verify.sh [stage ...]     (default: build tests sanitizer bench python pybench)
 # Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
 #   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
 #   FLASH_KDA_DATA (golden/, cases.json, fla/; default .gpu_data, made by scripts/prepare_gpu_data.sh),
-#   FLA_CASES (benchmark cases to time with FLA, default "T8192_H64 varlen6_H64 T8192_H8").
+#   FLA_CASES (benchmark cases to time with FLA, default "T8192_H64 T8192_H8"; FLA autotunes each
+#   new shape, minutes on a fresh machine), PROFILE_CASES (default "T8192_H64 B16_T4096_H32 T8192_H8").
 # Prints a summary last. Exit status: number of failed stages.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +24,7 @@ DATA=${FLASH_KDA_DATA:-$ROOT/.gpu_data}
 export FLASH_KDA_GOLDEN_DIR=${FLASH_KDA_GOLDEN_DIR:-$DATA/golden}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer bench python)
+[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer bench python pybench)
 summary=()
 failed=0
 
@@ -75,27 +78,45 @@ stage_bench() {
   record bench $rc "logs: bench.log, bench.json"
 }
 
+stage_profile() {
+  local rc=0 c
+  for c in ${PROFILE_CASES:-T8192_H64 B16_T4096_H32 T8192_H8}; do
+    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:chunk --launch-count 4 \
+      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$c" --iters 5 \
+      >"$LOG/profile_$c.log" 2>&1 || rc=$((rc + 1))
+    echo "$c: $(grep -E 'chunk_[a-z_]+kernel|gpu__time_duration' "$LOG/profile_$c.log" | sed -E 's/ +/ /g' |
+      sed -E 's/.*(chunk_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
+  done
+  record profile $rc "logs: profile_*.log"
+}
+
 stage_python() {
   local rc=0
-  export PYTHONUNBUFFERED=1
-  pip install --no-build-isolation --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
+  export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+  timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
   tail -3 "$LOG/pip_install.log"
   if [ -d "$DATA/fla" ]; then export FLASH_KDA_FLA_DIR="$DATA"; fi
-  (cd /tmp && timeout 900 python3 -m pytest -q -rs "$ROOT/tests/python" -p no:cacheprovider) >"$LOG/pytest.log" 2>&1 ||
+  (cd /tmp && timeout 600 python3 -m pytest -q -rs -s "$ROOT/tests/python" -p no:cacheprovider) >"$LOG/pytest.log" 2>&1 ||
     rc=$((rc + 1))
-  tail -25 "$LOG/pytest.log"
-  local fla_args=()
-  [ -d "$DATA/fla" ] && fla_args=(--fla-dir "$DATA" --fla-cases ${FLA_CASES:-T8192_H64 varlen6_H64 T8192_H8})
-  (cd /tmp && timeout 900 python3 "$ROOT/benchmarks/bench_python.py" --cases "$DATA/cases.json" \
+  grep -E "FLA Backend|\[ errors \]|passed|failed|error" "$LOG/pytest.log" | tail -40
+  record python $rc "logs: pip_install.log, pytest.log"
+}
+
+stage_pybench() {
+  local rc=0 fla_args=()
+  export PYTHONUNBUFFERED=1
+  [ -d "$DATA/fla" ] && fla_args=(--fla-dir "$DATA" --fla-cases ${FLA_CASES:-T8192_H64 T8192_H8})
+  (cd /tmp && timeout 600 python3 "$ROOT/benchmarks/bench_python.py" --cases "$DATA/cases.json" \
     --json "$LOG/bench_python.json" "${fla_args[@]}") >"$LOG/bench_python.log" 2>&1 || rc=$((rc + 1))
-  tail -30 "$LOG/bench_python.log"
-  record python $rc "logs: pip_install.log, pytest.log, bench_python.log"
+  tail -40 "$LOG/bench_python.log"
+  record pybench $rc "logs: bench_python.log, bench_python.json"
 }
 
 note "flash_kda GPU verification: $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nvidia-smi -L 2>/dev/null | head -1)"
 for s in "${stages[@]}"; do
   note "stage $s"
   "stage_$s"
+  tar -czf "$OUT/logs.tar.gz" -C "$LOG" .  # after every stage: a call cut short still returns its logs
 done
 note "summary"
 printf '%s\n' "${summary[@]}" | tee "$LOG/summary.txt"

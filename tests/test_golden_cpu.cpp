@@ -65,7 +65,7 @@ class GoldenCpu : public ::testing::TestWithParam<std::string> {
 
   // Validates *p into *problem, which then points at *p: keep p alive while problem is used.
   static void validate_into(const kda_fwd_params* p, Problem* problem) {
-    const kda_status s = validate(p, false, problem);
+    const kda_status s = validate(p, ValidateMode::kHost, problem);
     ASSERT_EQ(s.code, KDA_OK) << s.message;
   }
 
@@ -146,7 +146,7 @@ void run_rounded(const GoldenCase& c, const reference::ChunkedRounding& rounding
   HostOutputs outs = make_host_outputs(c);
   kda_fwd_params p = make_host_params(c, &outs);
   Problem problem;
-  kda_status s = validate(&p, false, &problem);
+  kda_status s = validate(&p, ValidateMode::kHost, &problem);
   ASSERT_EQ(s.code, KDA_OK) << s.message;
   s = reference::fwd_chunked_f32(problem, rounding, 0);
   ASSERT_EQ(s.code, KDA_OK) << s.message;

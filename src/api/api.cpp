@@ -112,14 +112,14 @@ kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, cons
 kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes) {
   if (bytes == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "bytes: expected a non-null pointer, got NULL");
   kda::Problem problem;
-  KDA_RETURN_IF_ERROR(kda::validate(params, /*for_device=*/false, &problem));
+  KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kShapesOnly, &problem));
   *bytes = kda::sm90::fwd_workspace_bytes(problem);
   return make_ok();
 }
 
 kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspace_bytes, kda_stream_t stream) {
   kda::Problem problem;
-  KDA_RETURN_IF_ERROR(kda::validate(params, /*for_device=*/true, &problem));
+  KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kDevice, &problem));
   int device = -1;
   KDA_RETURN_IF_ERROR(check_device(&device));
   KDA_RETURN_IF_ERROR(check_pointers(*params, device));
@@ -141,7 +141,7 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
 
 kda_status kda_fwd_cpu(const kda_fwd_params* params, kda_cpu_algorithm algorithm, int32_t num_threads) {
   kda::Problem problem;
-  KDA_RETURN_IF_ERROR(kda::validate(params, /*for_device=*/false, &problem));
+  KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kHost, &problem));
   switch (algorithm) {
     case KDA_CPU_RECURRENCE_F64:
       return kda::reference::fwd_recurrence_f64(problem, num_threads);

@@ -24,10 +24,16 @@ struct Problem {
   int64_t qk_head(int64_t hv) const { return hv / group(); }
 };
 
-// Checks every rule that needs no device memory access. `for_device` adds the rules of the GPU path
-// (alignment of rows for vector loads). Returns KDA_OK and fills `out`, or an error whose message
-// names the argument, the expectation and what was given.
-kda_status validate(const kda_fwd_params* params, bool for_device, Problem* out);
+// What validate() checks besides shapes, dtypes and strides.
+enum class ValidateMode {
+  kShapesOnly,  // workspace-size query: required tensors may have NULL data
+  kHost,        // CPU reference: data pointers required (NULL allowed for tensors with no elements)
+  kDevice       // GPU path: kHost plus row alignment for 16-byte vector loads
+};
+
+// Checks every rule that needs no device memory access. Returns KDA_OK and fills `out`, or an error
+// whose message names the argument, the expectation and what was given.
+kda_status validate(const kda_fwd_params* params, ValidateMode mode, Problem* out);
 
 // Status helpers shared by the API layer and the launchers.
 kda_status make_ok();

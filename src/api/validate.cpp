@@ -59,6 +59,16 @@ std::string shape_str(const kda_tensor& t) {
 
 bool present(const kda_tensor& t) { return t.data != nullptr; }
 
+// A required tensor may have a NULL data pointer only when it has no elements (frameworks give
+// empty tensors a null pointer).
+bool missing(const kda_tensor& t) {
+  if (t.data != nullptr) return false;
+  if (t.ndim < 1 || t.ndim > 4) return true;
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] == 0) return false;
+  return true;
+}
+
 // Rank, shape, dtype (one of two) and stride rules of one tensor. `contiguous` requires a dense
 // row-major layout; otherwise only the last dimension must be contiguous and strides non-negative.
 kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const int64_t* shape,
@@ -131,7 +141,9 @@ kda_status check_row_alignment(const char* name, const kda_tensor& t) {
 
 }  // namespace
 
-kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
+kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
+  const bool for_device = mode == ValidateMode::kDevice;
+  const bool need_data = mode != ValidateMode::kShapesOnly;
   if (p == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "params: expected a non-null pointer, got NULL");
   if (p->struct_size != sizeof(kda_fwd_params))
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
@@ -141,7 +153,7 @@ kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
   pr.params = p;
 
   // q fixes B, T, H, K.
-  if (!present(p->q)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: expected a tensor, got NULL data");
+  if (need_data && missing(p->q)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: expected a tensor, got NULL data");
   if (p->q.ndim != 4)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: expected a 4-D tensor [B, T, H, K], got %d-D %s", p->q.ndim,
                       shape_str(p->q).c_str());
@@ -157,12 +169,12 @@ kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
     return make_error(KDA_ERROR_UNSUPPORTED, "q: head dimension K = q.shape[3] must be 128, got %lld",
                       static_cast<long long>(pr.K));
   KDA_RETURN_IF_ERROR(check_tensor("q", p->q, 4, p->q.shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, H, K]"));
-  if (!present(p->k)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "k: expected a tensor, got NULL data");
+  if (need_data && missing(p->k)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "k: expected a tensor, got NULL data");
   KDA_RETURN_IF_ERROR(
       check_tensor("k", p->k, 4, p->q.shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, H, K] (as q)"));
 
   // v fixes HV and V.
-  if (!present(p->v)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "v: expected a tensor, got NULL data");
+  if (need_data && missing(p->v)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "v: expected a tensor, got NULL data");
   if (p->v.ndim != 4)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "v: expected a 4-D tensor [B, T, HV, V], got %d-D %s", p->v.ndim,
                       shape_str(p->v).c_str());
@@ -182,11 +194,11 @@ kda_status validate(const kda_fwd_params* p, bool for_device, Problem* out) {
   KDA_RETURN_IF_ERROR(check_tensor("v", p->v, 4, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, HV, V]"));
 
   const int64_t g_shape[4] = {pr.B, pr.T, pr.HV, pr.K};
-  if (!present(p->g)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "g: expected a tensor, got NULL data");
+  if (need_data && missing(p->g)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "g: expected a tensor, got NULL data");
   KDA_RETURN_IF_ERROR(check_tensor("g", p->g, 4, g_shape, KDA_DTYPE_BF16, KDA_DTYPE_F32, false, "[B, T, HV, K]"));
-  if (!present(p->beta)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "beta: expected a tensor, got NULL data");
+  if (need_data && missing(p->beta)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "beta: expected a tensor, got NULL data");
   KDA_RETURN_IF_ERROR(check_tensor("beta", p->beta, 3, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_F32, false, "[B, T, HV]"));
-  if (!present(p->out)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "out: expected a tensor, got NULL data");
+  if (need_data && missing(p->out)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "out: expected a tensor, got NULL data");
   KDA_RETURN_IF_ERROR(check_tensor("out", p->out, 4, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, HV, V]"));
 
   // Gate parameters.

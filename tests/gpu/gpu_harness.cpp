@@ -116,7 +116,7 @@ kda_status run_on_gpu(const kda_fwd_params& host, int repeats) {
 
 ExactReference reference_f64(const kda_fwd_params& host) {
   Problem pr;
-  const kda_status st = validate(&host, false, &pr);
+  const kda_status st = validate(&host, ValidateMode::kHost, &pr);
   if (st.code != KDA_OK) throw std::runtime_error(st.message);
   ExactReference r;
   r.out.assign(static_cast<size_t>(pr.T_total * pr.HV * pr.V), 0.0);

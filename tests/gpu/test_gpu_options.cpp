@@ -268,6 +268,7 @@ TEST(GpuSafety, CudaGraphCaptureAndReplay) {
   // New inputs into the same buffers, replay: equals an eager run on the new inputs.
   RandomProblem fresh = make_random_problem([&] { ProblemSpec t = s; t.seed = 99; return t; }());
   p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta; p.initial_f32 = fresh.initial_f32;
+  p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
   dp.upload_inputs();
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);

@@ -6,10 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
-#include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
+#include "src/kernels/sm90/record_fragments.cuh"
 #include "tests/gpu/gpu_harness.h"
 
 namespace kda::test {
@@ -32,7 +33,7 @@ __global__ void probe_state_times_wide(const float* S, const uint16_t* wd_swizzl
   float x[2][4] = {};
   for (int ks = 0; ks < 8; ++ks) {
     uint32_t b[4];
-    sm90::recurrence_detail::load_b_nmajor(b, reinterpret_cast<const unsigned char*>(wd), ks, lane);
+    sm90::frag::load_b_nmajor(b, reinterpret_cast<const unsigned char*>(wd), ks, lane);
     const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
     uint32_t hi[4], lo[4];
     ptx::c_pair_to_a_split(s[2 * ks], s[2 * ks + 1], hi, lo);
@@ -61,7 +62,7 @@ __global__ void probe_small_times_kr(const float* U, const uint16_t* kr_swizzled
   ptx::c_pair_to_a(u[0], u[1], a);
   for (int p = 0; p < 8; ++p) {
     uint32_t b[4];
-    sm90::recurrence_detail::load_b_kmajor(b, reinterpret_cast<const unsigned char*>(kr), p, lane);
+    sm90::frag::load_b_kmajor(b, reinterpret_cast<const unsigned char*>(kr), p, lane);
     for (int h = 0; h < 2; ++h) {
       float y[4] = {};
       const uint32_t bb[2] = {b[2 * h], b[2 * h + 1]};
@@ -91,7 +92,7 @@ __global__ void probe_values_times_small(const uint16_t* V /*[16][16]*/, const u
     ptx::ldmatrix_x4_trans(av, vt + (r + 8 * (m >> 1)) * kRowBytes + 8 * (m & 1) * 2);
   }
   uint32_t bt[4];
-  sm90::recurrence_detail::load_b_small(bt, reinterpret_cast<unsigned char*>(t), lane);
+  sm90::frag::load_b_small(bt, reinterpret_cast<unsigned char*>(t), lane);
   float z[2][4] = {};
   for (int nt = 0; nt < 2; ++nt) {
     const uint32_t b[2] = {bt[2 * nt], bt[2 * nt + 1]};
@@ -106,6 +107,46 @@ __global__ void probe_values_times_small(const uint16_t* V /*[16][16]*/, const u
   for (int i = lane; i < 256; i += 32) {
     const int row = i / 16, col = i % 16;
     Zt[i] = reinterpret_cast<const uint16_t*>(out_tile)[ChunkRecord::small_index(row, col)];
+  }
+}
+
+// Y[16][16] = X[16][128] · W[16][128]ᵀ with X as A from a wide tile (m-major) and W as B (n-major):
+// the preparation kernel's Kd·Kiᵀ. Z[16][128] = F[16][16] · W with F a float tile split hi/lo
+// (A) and W as B (k-major): the preparation kernel's Tb·Kd, stored through store_c_wide_bf16.
+__global__ void probe_prep_products(const uint16_t* x_sw, const uint16_t* w_sw, const float* F, float* Y,
+                                    uint16_t* Z_sw) {
+  __shared__ __align__(128) uint16_t x[16 * 128], w[16 * 128];
+  __shared__ float f[16 * 17];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * 128; i += 32) {
+    x[i] = x_sw[i];
+    w[i] = w_sw[i];
+  }
+  for (int i = lane; i < 256; i += 32) f[(i / 16) * 17 + i % 16] = F[i];
+  __syncwarp();
+  float y[2][4] = {};
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t a[4], b[4];
+    sm90::frag::load_a_mmajor(a, reinterpret_cast<const unsigned char*>(x), ks, lane);
+    sm90::frag::load_b_nmajor(b, reinterpret_cast<const unsigned char*>(w), ks, lane);
+    const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+    ptx::mma_m16n8k16_bf16_f32(y[0], a, b0);
+    ptx::mma_m16n8k16_bf16_f32(y[1], a, b1);
+  }
+  for (int nt = 0; nt < 2; ++nt)
+    for (int r = 0; r < 4; ++r) Y[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = y[nt][r];
+  uint32_t fh[4], fl[4];
+  sm90::frag::load_a_f32_split(f, 17, false, lane, fh, fl);
+  for (int p = 0; p < 8; ++p) {
+    uint32_t b[4];
+    sm90::frag::load_b_kmajor(b, reinterpret_cast<const unsigned char*>(w), p, lane);
+    for (int h = 0; h < 2; ++h) {
+      float z[4] = {};
+      const uint32_t bb[2] = {b[2 * h], b[2 * h + 1]};
+      ptx::mma_m16n8k16_bf16_f32(z, fl, bb);
+      ptx::mma_m16n8k16_bf16_f32(z, fh, bb);
+      sm90::frag::store_c_wide_bf16(Z_sw, z, 2 * p + h, lane);
+    }
   }
 }
 
@@ -234,6 +275,40 @@ TEST(Ptx, ValuesTransposedTimesSmallAndStmatrixTrans) {
   for (int v = 0; v < 16; ++v)
     for (int i = 0; i < 16; ++i) mismatches += Zt[i * 16 + v] != to_bf16(Z[v * 16 + i]);
   EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Ptx, PreparationProductsFromRecordTiles) {
+  KDA_SKIP_WITHOUT_SM90();
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd;
+  std::vector<float> X(16 * 128), W(16 * 128), F(256);
+  std::vector<uint16_t> x_sw(16 * 128), w_sw(16 * 128);
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 128; ++c) {
+      const uint16_t bx = to_bf16(nd(rng)), bw = to_bf16(nd(rng));
+      X[i * 128 + c] = from_bf16(bx);
+      W[i * 128 + c] = from_bf16(bw);
+      x_sw[ChunkRecord::wide_index(i, c)] = bx;
+      w_sw[ChunkRecord::wide_index(i, c)] = bw;
+    }
+  for (auto& v : F) v = nd(rng);
+  std::vector<double> y_ref(256, 0.0), z_ref(16 * 128, 0.0);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j)
+      for (int c = 0; c < 128; ++c) y_ref[i * 16 + j] += double(X[i * 128 + c]) * W[j * 128 + c];
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 128; ++c)
+      for (int j = 0; j < 16; ++j) z_ref[i * 128 + c] += double(F[i * 16 + j]) * W[j * 128 + c];
+  Buf<uint16_t> dx(x_sw), dw(w_sw), dz(16 * 128);
+  Buf<float> dF(F), dY(256);
+  probe_prep_products<<<1, 32>>>(dx.d, dw.d, dF.d, dY.d, dz.d);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_LT(max_rel(dY.get(), y_ref), 1e-5);
+  const std::vector<uint16_t> z_sw = dz.get();
+  std::vector<float> z(16 * 128);
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < 128; ++c) z[i * 128 + c] = from_bf16(z_sw[ChunkRecord::wide_index(i, c)]);
+  EXPECT_LT(max_rel(z, z_ref), 8e-3);  // bf16 output of a ~16-bit-accurate product
 }
 
 TEST(Ptx, FragmentCoordinatesCoverTheTile) {

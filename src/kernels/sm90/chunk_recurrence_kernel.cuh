@@ -16,7 +16,8 @@
 // Shared: kStages x (record 14848 B + values 16 x (32·kWarps + 16) B, rows padded by 16 bytes so
 //         ldmatrix is conflict-free), then per consumer warp a 16x16 bf16 output tile, then barriers.
 // Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
-//         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs.
+//         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs. Operand
+//         fragments come from record_fragments.cuh.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,6 +26,7 @@
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/record_fragments.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/ldmatrix.cuh"
@@ -92,36 +94,13 @@ __device__ __forceinline__ void store_state(const float (&S)[16][4], void* base,
   }
 }
 
-// B fragments of two adjacent n-tiles (rows n0..n0+15 of a [16][128] operand stored n-major, i.e.
-// the operand's rows are the mma's n) for k columns [16·ks, 16·ks + 16).
-__device__ __forceinline__ void load_b_nmajor(uint32_t (&b)[4], const unsigned char* op, int ks, int lane) {
-  const int m = lane >> 3, r = lane & 7;
-  const int row = r + 8 * (m >> 1);
-  const int chunk = 2 * ks + (m & 1);
-  ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(row, chunk));
-}
-
-// B fragments of n-tiles 2p and 2p+1 (columns [16p, 16p+16)) of Kr, whose rows are the mma's k.
-__device__ __forceinline__ void load_b_kmajor(uint32_t (&b)[4], const unsigned char* op, int p, int lane) {
-  const int m = lane >> 3, r = lane & 7;
-  const int row = r + 8 * (m & 1);
-  const int chunk = 2 * p + (m >> 1);
-  ptx::ldmatrix_x4_trans(b, op + ChunkRecord::wide_chunk_byte(row, chunk));
-}
-
-// B fragments of both n-tiles of a 16x16 operand (Tb or P half) stored [n][k].
-__device__ __forceinline__ void load_b_small(uint32_t (&b)[4], const unsigned char* op, int lane) {
-  const int m = lane >> 3, r = lane & 7;
-  const int row = r + 8 * (m >> 1);
-  ptx::ldmatrix_x4(b, op + ChunkRecord::small_chunk_byte(row, m & 1));
-}
-
 }  // namespace recurrence_detail
 
 template <int kWarps, bool kSplitState>
 __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recurrence_kernel(RecurrenceParams p) {
   using Layout = RecurrenceLayout<kWarps>;
   using namespace recurrence_detail;
+  using namespace frag;
   extern __shared__ __align__(128) unsigned char smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kBarrierOffset);
   uint64_t* empty = full + Layout::kStages;
@@ -192,8 +171,23 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
     const unsigned char* stage = smem + s * Layout::kStageBytes;
     ptx::mbar_wait(&full[s], (c / Layout::kStages) & 1);
 
-    // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ: [16 v][16 tokens] each, two n-tiles.
-    float x[2][4] = {}, o[2][4] = {};
+    // Operands that do not depend on the state first: Vcᵀ as an A fragment (m = this warp's 16
+    // value rows, k = 16 tokens, from the [token][v] tile) and the Tb, P hi/lo B fragments.
+    uint32_t av[4], th[4], tl[4], ph[4], pl[4];
+    {
+      const int m = lane >> 3, r = lane & 7;
+      const int tok = r + 8 * (m >> 1);
+      const int col = 16 * warp + 8 * (m & 1);
+      ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
+    }
+    load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
+    load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
+    load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
+    load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
+
+    // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ: [16 v][16 tokens] each, two n-tiles. The low parts of S
+    // accumulate separately (xl, ol) so that no dependency chain is longer than 8 mma.
+    float x[2][4] = {}, o[2][4] = {}, xl[2][4] = {}, ol[2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
       uint32_t bw[4], bq[4];
@@ -204,10 +198,10 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
       uint32_t a_hi[4], a_lo[4];
       if constexpr (kSplitState) {
         ptx::c_pair_to_a_split(S[2 * ks], S[2 * ks + 1], a_hi, a_lo);
-        ptx::mma_m16n8k16_bf16_f32(x[0], a_lo, bw0);
-        ptx::mma_m16n8k16_bf16_f32(x[1], a_lo, bw1);
-        ptx::mma_m16n8k16_bf16_f32(o[0], a_lo, bq0);
-        ptx::mma_m16n8k16_bf16_f32(o[1], a_lo, bq1);
+        ptx::mma_m16n8k16_bf16_f32(xl[0], a_lo, bw0);
+        ptx::mma_m16n8k16_bf16_f32(xl[1], a_lo, bw1);
+        ptx::mma_m16n8k16_bf16_f32(ol[0], a_lo, bq0);
+        ptx::mma_m16n8k16_bf16_f32(ol[1], a_lo, bq1);
       } else {
         ptx::c_pair_to_a(S[2 * ks], S[2 * ks + 1], a_hi);
       }
@@ -217,50 +211,23 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
       ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
     }
 
-    // Vcᵀ as an A fragment (m = this warp's 16 value rows, k = 16 tokens) from the [token][v] tile.
-    uint32_t av[4];
-    {
-      const int m = lane >> 3, r = lane & 7;
-      const int tok = r + 8 * (m >> 1);
-      const int col = 16 * warp + 8 * (m & 1);
-      ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
-    }
     // Uᵀ = Vcᵀ·Tbᵀ − Xᵀ and Oᵀ = Vcᵀ·Pᵀ + Oinᵀ, with Tb and P as hi + lo pairs.
-    {
-      uint32_t th[4], tl[4], ph[4], pl[4];
-      load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
-      load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
-      load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
-      load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) x[nt][e] = -x[nt][e];
-        const uint32_t bth[2] = {th[2 * nt], th[2 * nt + 1]}, btl[2] = {tl[2 * nt], tl[2 * nt + 1]};
-        const uint32_t bph[2] = {ph[2 * nt], ph[2 * nt + 1]}, bpl[2] = {pl[2 * nt], pl[2 * nt + 1]};
-        ptx::mma_m16n8k16_bf16_f32(x[nt], av, btl);
-        ptx::mma_m16n8k16_bf16_f32(x[nt], av, bth);
-        ptx::mma_m16n8k16_bf16_f32(o[nt], av, bpl);
-        ptx::mma_m16n8k16_bf16_f32(o[nt], av, bph);
+      for (int e = 0; e < 4; ++e) {
+        x[nt][e] = -(x[nt][e] + xl[nt][e]);
+        o[nt][e] += ol[nt][e];
       }
+      const uint32_t bth[2] = {th[2 * nt], th[2 * nt + 1]}, btl[2] = {tl[2 * nt], tl[2 * nt + 1]};
+      const uint32_t bph[2] = {ph[2 * nt], ph[2 * nt + 1]}, bpl[2] = {pl[2 * nt], pl[2 * nt + 1]};
+      ptx::mma_m16n8k16_bf16_f32(x[nt], av, btl);
+      ptx::mma_m16n8k16_bf16_f32(x[nt], av, bth);
+      ptx::mma_m16n8k16_bf16_f32(o[nt], av, bpl);
+      ptx::mma_m16n8k16_bf16_f32(o[nt], av, bph);
     }
 
-    // Output: Oᵀ fragments -> [token][v] tile (stmatrix.trans) -> 16-byte stores of valid tokens.
-    {
-      const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
-                             ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
-      const int m = lane >> 3, rr = lane & 7;
-      ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
-      __syncwarp();
-      const int tok = lane >> 1, h = lane & 1;
-      if (tok < L) {
-        const int64_t t = span.t0 + c * 16 + tok;
-        uint16_t* dst = p.out + span.batch * p.out_st.b + t * p.out_st.t + hv * p.out_st.h + v0 + 8 * h;
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
-      }
-    }
-
-    // S ← S·Diag(Γ) + Uᵀ·Kr.
+    // S ← S·Diag(Γ) + Uᵀ·Kr (the state's critical path: before the output store).
     {
       uint32_t au[4];
       ptx::c_pair_to_a(x[0], x[1], au);
@@ -282,6 +249,24 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
         }
       }
     }
+
+    // Output: Oᵀ fragments -> [token][v] tile (stmatrix.trans) -> 16-byte stores of valid tokens.
+    {
+      const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
+                             ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
+      const int m = lane >> 3, rr = lane & 7;
+      ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
+      __syncwarp();
+      const int tok = lane >> 1, h = lane & 1;
+      if (tok < L) {
+        const int64_t t = span.t0 + c * 16 + tok;
+        uint16_t* dst = p.out + span.batch * p.out_st.b + t * p.out_st.t + hv * p.out_st.h + v0 + 8 * h;
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
+      }
+    }
+    // Release the stage: order this warp's shared-memory reads (generic proxy) before the
+    // producer's next bulk copy into it (async proxy), then one arrival per warp.
+    ptx::fence_proxy_async_smem();
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(&empty[s]);
   }

@@ -1,0 +1,20 @@
+"""FlashKDA: Kimi Delta Attention forward (prefill) for NVIDIA Hopper (compute capability 9.0).
+
+Drop-in replacement for MoonshotAI's ``flash_kda`` package (same import name and ``fwd``
+signature, so flash-linear-attention dispatches ``chunk_kda`` here); uninstall the other one.
+
+    flash_kda.fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                  initial_state=None, final_state=None, cu_seqlens=None, workspace=None)
+    flash_kda.get_workspace_size(q, k, v, g, beta, ...)     # bytes, for a caller workspace
+    flash_kda.chunk_kda(q, k, v, g, beta, ...)              # FLA keywords -> (out, final_state)
+    flash_kda.build_info()                                  # versions, CUDA, archs, commit
+
+The op is also reachable as ``torch.ops.flash_kda.fwd`` (schema with mutation annotations, a fake
+kernel for torch.compile). Install: ``pip install --no-build-isolation .`` (torch must be
+importable at build time).
+"""
+from ._version import __version__
+from ._ops import build_info, fwd, get_workspace_size
+from ._chunk import chunk_kda
+
+__all__ = ["__version__", "build_info", "chunk_kda", "fwd", "get_workspace_size"]

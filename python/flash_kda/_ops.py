@@ -1,0 +1,198 @@
+"""torch.ops glue: loads flash_kda._C, registers the fake kernel, and the upstream-compatible wrappers.
+
+`fwd` is plain Python around `torch.ops.flash_kda.fwd` so that dynamo traces it (torch.compile with
+fullgraph=True keeps the op in the graph; the fake kernel below describes it: it returns nothing and
+mutates out / final_state / workspace, as the schema says). The wrapper only makes inputs acceptable
+to the C API (which wants the last dimension contiguous, other strides multiple of 16 bytes, and
+dense states / parameters) by copying where that is not already the case; every validation with
+the argument's name is done in C++ before any kernel runs.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ._version import __version__
+
+try:
+    from . import _C  # noqa: F401  (loading it runs the TORCH_LIBRARY registrations of torch.ops.flash_kda)
+except ImportError as exc:  # pragma: no cover - depends on the build
+    # Built without Python's headers, the ops live in a plain library (same code, no PyInit__C).
+    _ops_lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_C_ops.so")
+    if not os.path.isfile(_ops_lib):
+        raise ImportError(
+            f"flash_kda: the compiled extension flash_kda._C could not be loaded: {exc}. "
+            f"Build it against the torch in use (torch {torch.__version__}) with "
+            "`pip install --no-build-isolation .` in the FlashKDA source tree (torch must be "
+            "importable while building). 'undefined symbol' means it was built against another "
+            "torch: rebuild it.") from exc
+    torch.ops.load_library(_ops_lib)
+
+_register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+# Opt-in device-side check of cu_seqlens contents (synchronises; not under CUDA-graph capture).
+_CHECK_CU_SEQLENS = os.environ.get("FLASH_KDA_CHECK_CU_SEQLENS", "0") not in ("", "0")
+
+
+@_register_fake("flash_kda::fwd")
+def _fwd_fake(*args, **kwargs):
+    return None
+
+
+def _expect_tensor(fn, name, t, optional=False):
+    if t is None and optional:
+        return
+    if not isinstance(t, torch.Tensor):
+        kind = "a torch.Tensor or None" if optional else "a torch.Tensor"
+        raise TypeError(f"{fn}: {name}: expected {kind}, got {type(t).__name__}")
+
+
+def _aligned_offset(t):
+    if _is_compiling():  # the C API re-checks the data pointer at run time
+        return True
+    return (t.storage_offset() * t.element_size()) % 16 == 0
+
+
+def _rows_ok(t):
+    """Last dimension contiguous, other strides multiples of 16 bytes, 16-byte aligned start."""
+    if t.dim() == 0 or t.numel() == 0:
+        return True
+    if t.size(-1) > 1 and t.stride(-1) != 1:
+        return False
+    esz = t.element_size()
+    for d in range(t.dim() - 1):
+        if t.size(d) > 1 and (t.stride(d) * esz) % 16 != 0:
+            return False
+    return _aligned_offset(t)
+
+
+def _rows(t):
+    return t if _rows_ok(t) else t.clone(memory_format=torch.contiguous_format)
+
+
+def _dense_ok(t):
+    return t.is_contiguous() and (t.numel() == 0 or _aligned_offset(t))
+
+
+def _dense(t):
+    if t is None or _dense_ok(t):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _param(t):
+    """A_log / dt_bias: float32, dense (other float dtypes are cast, as FLA's kernels do)."""
+    if t is not None and t.is_floating_point() and t.dtype != torch.float32:
+        t = t.to(torch.float32)
+    return _dense(t)
+
+
+def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
+        final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
+        beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None):
+    """KDA forward, drop-in for MoonshotAI FlashKDA's ``flash_kda.fwd`` (same names and order).
+
+    Writes ``out`` [B, T, HV, V] (bf16) and, if given, ``final_state`` [N, HV, V, K] (bf16 or
+    fp32) in place; returns None. q, k [B, T, H, K] bf16; v [B, T, HV, V] bf16 (HV a multiple of
+    H); g [B, T, HV, K] and beta [B, T, HV] bf16 or fp32; A_log [HV] fp32 or None (exp(A_log) = 1);
+    dt_bias [HV, K] or [HV*K] fp32 or None; lower_bound in [-5, 0) for the bounded gate
+    ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))``, or None for the unbounded gate
+    ``-exp(A_log) * softplus(g + dt_bias)``; initial_state [N, HV, V, K] bf16 or fp32 (dtype may
+    differ from final_state's); cu_seqlens [N+1] int32 or int64 on the GPU (then B = 1).
+    K = V = 128, compute capability 9.0. Tensors may be strided views; they are copied only when
+    the kernels cannot read them as they are.
+
+    Beyond upstream: ``scale=None`` means K**-0.5; ``workspace`` is an optional uint8 CUDA tensor
+    of at least ``get_workspace_size(...)`` bytes (for CUDA-graph capture; otherwise the op
+    allocates it from PyTorch's caching allocator); keyword-only flags mirror FLA's ``*_in_kernel``
+    options: ``gate_in_kernel=False`` means g is already the log-decay (A_log, dt_bias,
+    lower_bound ignored), ``beta_sigmoid=False`` means beta is already a probability,
+    ``qk_l2norm=False`` uses q and k as given, ``allow_neg_eigval`` doubles beta;
+    ``check_cu_seqlens=True`` (or env FLASH_KDA_CHECK_CU_SEQLENS=1) validates cu_seqlens' contents
+    on the device (synchronises; not capturable). Runs on the current stream of q's device.
+    """
+    fn = "flash_kda.fwd"
+    for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("out", out)):
+        _expect_tensor(fn, name, t)
+    for name, t in (("A_log", A_log), ("dt_bias", dt_bias), ("initial_state", initial_state),
+                    ("final_state", final_state), ("cu_seqlens", cu_seqlens), ("workspace", workspace)):
+        _expect_tensor(fn, name, t, optional=True)
+    if isinstance(scale, torch.Tensor) or isinstance(lower_bound, torch.Tensor):
+        raise TypeError(f"{fn}: scale and lower_bound must be Python numbers, not tensors")
+
+    scale = float(q.shape[-1]) ** -0.5 if scale is None else float(scale)
+    lower_bound = None if lower_bound is None else float(lower_bound)
+    if not gate_in_kernel:
+        A_log = dt_bias = None
+    if check_cu_seqlens is None:
+        check_cu_seqlens = _CHECK_CU_SEQLENS
+
+    q, k, v, g = _rows(q), _rows(k), _rows(v), _rows(g)
+    if beta.dim() > 0 and beta.size(-1) > 1 and beta.stride(-1) != 1:
+        beta = beta.contiguous()
+    A_log, dt_bias = _param(A_log), _param(dt_bias)
+    initial_state = _dense(initial_state)
+    if cu_seqlens is not None:
+        cu_seqlens = cu_seqlens.contiguous()
+
+    out_buf = out if _rows_ok(out) else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    fs_buf = final_state
+    if final_state is not None and not _dense_ok(final_state):
+        fs_buf = torch.empty(final_state.shape, dtype=final_state.dtype, device=final_state.device)
+
+    torch.ops.flash_kda.fwd(q, k, v, g, beta, scale, out_buf, A_log, dt_bias, lower_bound,
+                            initial_state, fs_buf, cu_seqlens, workspace, bool(beta_sigmoid),
+                            bool(qk_l2norm), bool(gate_in_kernel), bool(allow_neg_eigval),
+                            bool(check_cu_seqlens))
+    if out_buf is not out:
+        out.copy_(out_buf)
+    if fs_buf is not final_state:
+        final_state.copy_(fs_buf)
+
+
+def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias=None,
+                       lower_bound=-5.0, initial_state=None, final_state=None, cu_seqlens=None, *,
+                       gate_in_kernel=True, beta_sigmoid=True, qk_l2norm=True,
+                       allow_neg_eigval=False):
+    """Bytes of workspace ``fwd`` needs for these inputs (shapes and options only; any device).
+
+    Pass the tensors (or meta tensors of the same shapes) and options you will pass to ``fwd``;
+    note the default here is the bounded gate (lower_bound=-5.0): pass lower_bound=None for the
+    unbounded one. Upstream's form ``get_workspace_size(T_total, H, N)`` is also accepted
+    (HV = H, bounded gate, N packed sequences, fp32 states).
+    """
+    if not isinstance(q, torch.Tensor):
+        T_total, H, N = int(q), int(k), int(v)
+        meta = {"device": "meta"}
+        x = torch.empty(1, T_total, H, 128, dtype=torch.bfloat16, **meta)
+        beta = torch.empty(1, T_total, H, dtype=torch.bfloat16, **meta)
+        A_log = torch.empty(H, dtype=torch.float32, **meta)
+        dt_bias = torch.empty(H, 128, dtype=torch.float32, **meta)
+        state = torch.empty(N, H, 128, 128, dtype=torch.float32, **meta)
+        cu = torch.empty(N + 1, dtype=torch.int64, **meta)
+        return int(torch.ops.flash_kda.get_workspace_size(
+            x, x, x, x, beta, A_log, dt_bias, -5.0, state, state, cu, True, True, True, False))
+    fn = "flash_kda.get_workspace_size"
+    for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
+        _expect_tensor(fn, name, t)
+    if not gate_in_kernel:
+        A_log = dt_bias = None
+    return int(torch.ops.flash_kda.get_workspace_size(
+        q, k, v, g, beta, A_log, dt_bias, None if lower_bound is None else float(lower_bound),
+        initial_state, final_state, cu_seqlens, bool(beta_sigmoid), bool(qk_l2norm),
+        bool(gate_in_kernel), bool(allow_neg_eigval)))
+
+
+def build_info():
+    """Facts about this build: version, git commit, CUDA version and SM architectures of the
+    kernels, the torch version the extension was built against and the one running now."""
+    info = dict(item.split("=", 1) for item in torch.ops.flash_kda.build_info().split(";") if "=" in item)
+    if info.get("cuda_version", "").isdigit():
+        info["cuda_version"] = int(info["cuda_version"])
+    version = info.get("version", "")
+    info["commit"] = version.split("+", 1)[1] if "+" in version else "unknown"
+    info["package_version"] = __version__
+    info["torch_runtime_version"] = torch.__version__
+    return info

@@ -1,0 +1,60 @@
+// mma operand fragments from the chunk-record layouts (chunk_record.cuh) in shared memory, for one
+// warp. Both kernels use them; tests/gpu/test_ptx.cu checks each against a CPU matmul.
+//   [16][128] bf16 operands ("wide", 16-byte chunks swizzled by row % 8):
+//     load_a_mmajor   A (m = row, k = column), k columns [16·ks, +16)
+//     load_b_nmajor   B (n = row, k = column) for n-tiles 0 and 1, k columns [16·ks, +16)
+//     load_b_kmajor   B (k = row, n = column) for n-tiles 2p and 2p+1 (columns [16p, +16))
+//   [16][16] bf16 operands ("small", chunks swizzled by (row / 4) % 2):
+//     load_b_small    B (n = row, k = column) for both n-tiles
+//   [16][ld] float tiles: load_a_f32_split  A (m = row, k = column) as a bf16 hi + lo pair
+#pragma once
+
+#include <cstdint>
+
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/mma.cuh"
+
+namespace kda::sm90::frag {
+
+__device__ __forceinline__ void load_a_mmajor(uint32_t (&a)[4], const unsigned char* op, int ks, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  ptx::ldmatrix_x4(a, op + ChunkRecord::wide_chunk_byte(r + 8 * (m & 1), 2 * ks + (m >> 1)));
+}
+
+__device__ __forceinline__ void load_b_nmajor(uint32_t (&b)[4], const unsigned char* op, int ks, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(r + 8 * (m >> 1), 2 * ks + (m & 1)));
+}
+
+__device__ __forceinline__ void load_b_kmajor(uint32_t (&b)[4], const unsigned char* op, int p, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  ptx::ldmatrix_x4_trans(b, op + ChunkRecord::wide_chunk_byte(r + 8 * (m & 1), 2 * p + (m >> 1)));
+}
+
+__device__ __forceinline__ void load_b_small(uint32_t (&b)[4], const unsigned char* op, int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  ptx::ldmatrix_x4(b, op + ChunkRecord::small_chunk_byte(r + 8 * (m >> 1), m & 1));
+}
+
+// A fragment of the 16x16 float tile t (row stride ld), optionally negated, split into bf16 hi + lo.
+__device__ __forceinline__ void load_a_f32_split(const float* t, int ld, bool negate, int lane, uint32_t (&hi)[4],
+                                                 uint32_t (&lo)[4]) {
+  const int g = ptx::Frag::grp(lane), c = 2 * ptx::Frag::qid(lane);
+  const float s = negate ? -1.0f : 1.0f;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int row = g + 8 * (r & 1), col = c + 8 * (r >> 1);
+    ptx::split_bf16x2(s * t[row * ld + col], s * t[row * ld + col + 1], hi[r], lo[r]);
+  }
+}
+
+// Stores a C fragment pair (n-tiles nt and nt+1 of a [16][128] result) as bf16 into a global
+// record operand (wide layout), two adjacent columns per 4-byte store.
+__device__ __forceinline__ void store_c_wide_bf16(uint16_t* op, const float (&c)[4], int nt, int lane) {
+  const int g = ptx::Frag::grp(lane), col = nt * 8 + 2 * ptx::Frag::qid(lane);
+  *reinterpret_cast<uint32_t*>(op + ChunkRecord::wide_index(g, col)) = ptx::pack_bf16x2(c[0], c[1]);
+  *reinterpret_cast<uint32_t*>(op + ChunkRecord::wide_index(g + 8, col)) = ptx::pack_bf16x2(c[2], c[3]);
+}
+
+}  // namespace kda::sm90::frag
