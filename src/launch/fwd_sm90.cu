@@ -51,7 +51,7 @@ cudaError_t set_smem(Kernel kernel, int bytes) {
 
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
-  const int smem = static_cast<int>(sizeof(PrepSmem));
+  const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
   cudaError_t err = set_smem(chunk_prep_kernel<kGate>, smem);
   if (err != cudaSuccess) return cuda_error("chunk_prep_kernel: cudaFuncSetAttribute", err);
   chunk_prep_kernel<kGate><<<dim3(static_cast<unsigned>(vchunks), HV), 128, smem, stream>>>(pp);
@@ -60,11 +60,11 @@ kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream
   return make_ok();
 }
 
-template <int kWarps>
+template <int kRowGroups, int kColSplit>
 kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream) {
-  using Layout = RecurrenceLayout<kWarps>;
+  using Layout = RecurrenceLayout<kRowGroups, kColSplit>;
   constexpr bool kSplitState = true;
-  auto kernel = chunk_recurrence_kernel<kWarps, kSplitState>;
+  auto kernel = chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState>;
   cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
   if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
   kernel<<<static_cast<unsigned>(ctas), Layout::kThreads, Layout::kBytes, stream>>>(rp);
@@ -152,11 +152,13 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.vsplit = vsplit;
   rp.records = records;
   const int64_t ctas = units * vsplit;
+  // Warps per CTA: 128 / vsplit value rows in groups of 16; when the grid leaves SMs idle
+  // (vsplit > 1), four warps share each row group's key columns (shorter critical path per chunk).
   switch (vsplit) {
-    case 1: return launch_recurrence<8>(rp, ctas, stream);
-    case 2: return launch_recurrence<4>(rp, ctas, stream);
-    case 4: return launch_recurrence<2>(rp, ctas, stream);
-    default: return launch_recurrence<1>(rp, ctas, stream);
+    case 1: return launch_recurrence<8, 1>(rp, ctas, stream);
+    case 2: return launch_recurrence<4, 4>(rp, ctas, stream);
+    case 4: return launch_recurrence<2, 4>(rp, ctas, stream);
+    default: return launch_recurrence<1, 4>(rp, ctas, stream);
   }
 }
 

@@ -2,21 +2,25 @@
 //
 // Grid:   (num_vchunks, HV); one CTA per (virtual chunk, value head). CTAs of unowned virtual
 //         chunks exit at once.
-// Block:  128 threads (4 warps), no warp roles: phases separated by __syncthreads.
-// Phases: 1. load q, k, g rows (thread = 8 columns of one row, two rows), L2-normalise q and k
-//            (16-lane shuffle reduction), gate -> per-row log2-decay; beta
-//         2. (thread = key column) cumulative sum G, Γ, Kr; Kd, Qd (and Ki for the bounded gate) as
-//            bf16 hi + lo tiles, Qd also in float32
-//         3. A (strictly lower) and M (lower): bounded gate, tensor cores (warp w sums key columns
-//            [32w, 32w+32) of hi·hi + lo·hi + hi·lo, partial sums reduced through shared memory);
+// Block:  128 threads (4 warps), no warp roles: phases separated by __syncthreads. "Row map":
+//         thread t owns columns [8·(t%16), +8) of rows t/16 and t/16 + 8; "column map": thread t
+//         owns key column t.
+// Phases: 1. (row map) every global load first (one round trip), L2-normalise q and k (16-lane
+//            shuffle reduction; kept in registers), gate -> per-element log2-decay into G; beta
+//         2. (column map) G ← inclusive cumulative sum over the 16 rows; Γ = 2^G[15] to the record
+//         3. (row map) Kd, Qd (and Ki for the bounded gate) as bf16 hi + lo tiles in shared memory,
+//            Kr to the record; 16-byte stores, one swizzled chunk each
+//         4. A (strictly lower) and M (lower): bounded gate, tensor cores (warp w sums key columns
+//            [32w, 32w+32) of hi·hi + lo·hi + hi·lo; partial sums reduced through shared memory);
 //            unbounded gates, float32 dot products with pairwise exponents (never overflow)
-//         4. T = (I + A)^-1 by forward substitution (warp 0, lane = column), Tb = T·Diag(b)
-//         5. P = M·Tb (CUDA cores); Tb and P as bf16 hi/lo pairs; Wd = Tb·Kd (tensor cores, warp w
+//         5. T = (I + A)^-1 by forward substitution (warp 0, lane = column), Tb = T·Diag(b)
+//         6. P = M·Tb; Tb and P to the record as bf16 hi/lo pairs; Wd = Tb·Kd (tensor cores, warp w
 //            owns key columns [32w, 32w+32), three hi/lo passes)
-//         6. Qp = Qd − P·Kd (idem)
-//         Records go straight to global memory (layout: chunk_record.cuh).
-// Shared memory: K̂, Q̂ (aliased by the phase-3 partial sums), G, Qd: 4 x [16][132] float;
-//         Kd, Qd, Ki hi/lo: 6 x [16][128] bf16 (record layout); A, M, Tb, P: 4 x [16][17]; b: 16.
+//         7. Qp = Qd − P·Kd (idem)
+// Shared memory (bounded gate, 33 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
+//         partial sums), Kd, Qd, Ki hi/lo: 6 x [16][128] bf16 in the record layout (Ki aliased by
+//         A, M, Tb, P: 4 x [16][17] float once the phase-4 products are done), b: 16. Unbounded
+//         gates add k̂ and q̂ as [16][132] float.
 // Every product carries ~16 significant bits or more (hi/lo splits); the record's Wd, Qp and Kr
 // are rounded to bf16 once, at the end.
 #pragma once
@@ -34,32 +38,35 @@
 
 namespace kda::sm90 {
 
+template <GateKind kGate>
 struct PrepSmem {
   static constexpr int kLd = 132;  // padded row length of the [16][128] float tiles
   static constexpr int kSmallLd = 17;
   static constexpr int kTile = 16 * 128;  // bf16 elements of a record-layout tile
-  float khat[16 * kLd];
+  static constexpr bool kPairwise = kGate != GateKind::kBounded;
   union {
-    float qhat[16 * kLd];
-    float partial[2][4][256];  // bounded gate, phase 3: per-warp partial A and M
+    float G[16 * kLd];         // per-element log2-decay, then its inclusive cumulative sum
+    float partial[2][4][256];  // bounded gate, phase 4: per-warp partial A and M
   };
-  float G[16 * kLd];  // per-row log2-decay, then its inclusive cumulative sum
-  float qd[16 * kLd];
-  uint16_t kd_hi[kTile], kd_lo[kTile], qd_hi[kTile], qd_lo[kTile], ki_hi[kTile], ki_lo[kTile];
-  float A[16 * kSmallLd];
-  float M[16 * kSmallLd];
-  float Tb[16 * kSmallLd];
-  float P[16 * kSmallLd];
+  uint16_t kd_hi[kTile], kd_lo[kTile], qd_hi[kTile], qd_lo[kTile];
+  union {
+    struct {
+      uint16_t ki_hi[kTile], ki_lo[kTile];  // bounded gate, phases 3-4
+    };
+    struct {
+      float A[16 * kSmallLd], M[16 * kSmallLd], Tb[16 * kSmallLd], P[16 * kSmallLd];  // phases 4-7
+    };
+  };
   float b[16];
+  float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
+  float qhat[kPairwise ? 16 * kLd : 4];
 };
 
 namespace prep_detail {
 
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
-// Eight consecutive elements of a bf16 row (16-byte load) as floats.
-__device__ __forceinline__ void load8_bf16(const uint16_t* p, float (&x)[8]) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void unpack8_bf16(const uint4& u, float (&x)[8]) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -68,37 +75,36 @@ __device__ __forceinline__ void load8_bf16(const uint16_t* p, float (&x)[8]) {
   }
 }
 
-__device__ __forceinline__ void load8_f32(const float* p, float (&x)[8]) {
-  const float4 a = *reinterpret_cast<const float4*>(p);
-  const float4 c = *reinterpret_cast<const float4*>(p + 4);
-  x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
-  x[4] = c.x; x[5] = c.y; x[6] = c.z; x[7] = c.w;
-}
-
 __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
   __nv_bfloat16 h = __float2bfloat16_rn(x);
   return *reinterpret_cast<uint16_t*>(&h);
 }
 
-// x as a bf16 hi + lo pair, stored at element `idx` of two tiles.
-__device__ __forceinline__ void store_split(uint16_t* hi, uint16_t* lo, uint32_t idx, float x) {
-  const uint16_t h = float_to_bf16_bits(x);
-  hi[idx] = h;
-  lo[idx] = float_to_bf16_bits(x - bf16_bits_to_float(h));
+__device__ __forceinline__ float load_scalar(const void* p, int64_t idx, bool is_f32) {
+  return is_f32 ? static_cast<const float*>(p)[idx] : bf16_bits_to_float(static_cast<const uint16_t*>(p)[idx]);
 }
 
-__device__ __forceinline__ float load_scalar(const void* p, int64_t idx, bool is_f32) {
-  return is_f32 ? static_cast<const float*>(p)[idx]
-                : bf16_bits_to_float(static_cast<const uint16_t*>(p)[idx]);
+// Eight floats as a 16-byte chunk of bf16: the hi part, and optionally the lo part (x − hi).
+__device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
+  return make_uint4(ptx::pack_bf16x2(x[0], x[1]), ptx::pack_bf16x2(x[2], x[3]), ptx::pack_bf16x2(x[4], x[5]),
+                    ptx::pack_bf16x2(x[6], x[7]));
+}
+__device__ __forceinline__ void pack8_split(const float (&x)[8], uint4& hi, uint4& lo) {
+  uint32_t h[4], l[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) ptx::split_bf16x2(x[2 * e], x[2 * e + 1], h[e], l[e]);
+  hi = make_uint4(h[0], h[1], h[2], h[3]);
+  lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
 }  // namespace prep_detail
 
 // out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as an A-fragment hi/lo pair,
 // Kd from its hi/lo tiles: three passes (lo·hi, hi·lo, hi·hi), stored as bf16 in the record.
-template <bool kAddQd>
-__device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint32_t (&xl)[4], const PrepSmem& sm,
+template <bool kAddQd, typename Smem>
+__device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint32_t (&xl)[4], const Smem& sm,
                                              int warp, int lane, uint16_t* out) {
+  using prep_detail::bf16_bits_to_float;
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp) {
     const int p = 2 * warp + pp;
@@ -111,8 +117,10 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kAddQd) {
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          c[r] = sm.qd[ptx::Frag::c_row(lane, r) * PrepSmem::kLd + nt * 8 + ptx::Frag::c_col(lane, r)];
+        for (int r = 0; r < 4; ++r) {
+          const uint32_t idx = ChunkRecord::wide_index(ptx::Frag::c_row(lane, r), nt * 8 + ptx::Frag::c_col(lane, r));
+          c[r] = bf16_bits_to_float(sm.qd_hi[idx]) + bf16_bits_to_float(sm.qd_lo[idx]);
+        }
       }
       const uint32_t bh[2] = {kh[2 * h], kh[2 * h + 1]}, bl[2] = {kl[2 * h], kl[2 * h + 1]};
       ptx::mma_m16n8k16_bf16_f32(c, xl, bh);
@@ -124,14 +132,15 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
 }
 
 template <GateKind kGate>
-__global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
+__global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   using namespace prep_detail;
-  constexpr int kLd = PrepSmem::kLd;
-  constexpr int kSld = PrepSmem::kSmallLd;
+  using Smem = PrepSmem<kGate>;
+  constexpr int kLd = Smem::kLd;
+  constexpr int kSld = Smem::kSmallLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  PrepSmem& sm = *reinterpret_cast<PrepSmem*>(smem_raw);
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int hv = blockIdx.y;
   int32_t seq, chunk;
   if (!locate_chunk(p.seq, blockIdx.x, &seq, &chunk)) return;
@@ -141,64 +150,94 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
   const int hq = hv / p.group;
   uint8_t* rec = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + blockIdx.x) * ChunkRecord::kBytes;
 
-  // ---- Phase 1: rows of q, k, g -------------------------------------------------------------
-  const float exp_a_log = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.0f;
-  const int vec = tid & 15;  // 8 columns [8*vec, 8*vec + 8)
+  // ---- Phase 1 (row map): loads, L2 norm, gate ---------------------------------------------------
+  const int vec = tid & 15;  // columns [8·vec, 8·vec + 8)
+  float qn[2][8], kn[2][8];  // normalised q and k of the thread's two rows (kept until phase 3)
+  {
+    uint4 qraw[2], kraw[2], graw[2][2];
+    float dtb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = (tid >> 4) + 8 * half;
-    const bool valid = r < L;
-    const int64_t t = tok0 + r;
-    float qx[8], kx[8], gx[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) qx[e] = kx[e] = gx[e] = 0.0f;
-    if (valid) {
-      load8_bf16(p.q + span.batch * p.q_st.b + t * p.q_st.t + hq * p.q_st.h + 8 * vec, qx);
-      load8_bf16(p.k + span.batch * p.k_st.b + t * p.k_st.t + hq * p.k_st.h + 8 * vec, kx);
-      const int64_t goff = span.batch * p.g_st.b + t * p.g_st.t + hv * p.g_st.h + 8 * vec;
-      if (p.g_is_f32) load8_f32(static_cast<const float*>(p.g) + goff, gx);
-      else load8_bf16(static_cast<const uint16_t*>(p.g) + goff, gx);
-    }
-    float qss = 0.0f, kss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      qss = fmaf(qx[e], qx[e], qss);
-      kss = fmaf(kx[e], kx[e], kss);
-    }
-#pragma unroll
-    for (int off = 8; off >= 1; off >>= 1) {  // reduce over the 16 lanes holding this row
-      qss += __shfl_xor_sync(0xffffffffu, qss, off);
-      kss += __shfl_xor_sync(0xffffffffu, kss, off);
-    }
-    const float qinv = p.qk_l2norm ? rsqrtf(qss + 1e-6f) : 1.0f;
-    const float kinv = p.qk_l2norm ? rsqrtf(kss + 1e-6f) : 1.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int c = 8 * vec + e;
-      float a = 0.0f;
-      if (valid) {
-        float x = gx[e];
-        if constexpr (kGate != GateKind::kPreactivated) {
-          if (p.dt_bias != nullptr) x += p.dt_bias[hv * 128 + c];
+    for (int h = 0; h < 2; ++h) {
+      qraw[h] = kraw[h] = graw[h][0] = graw[h][1] = make_uint4(0, 0, 0, 0);
+      const int r = (tid >> 4) + 8 * h;
+      if (r < L) {
+        const int64_t t = tok0 + r;
+        qraw[h] = *reinterpret_cast<const uint4*>(p.q + span.batch * p.q_st.b + t * p.q_st.t + hq * p.q_st.h + 8 * vec);
+        kraw[h] = *reinterpret_cast<const uint4*>(p.k + span.batch * p.k_st.b + t * p.k_st.t + hq * p.k_st.h + 8 * vec);
+        const int64_t goff = span.batch * p.g_st.b + t * p.g_st.t + hv * p.g_st.h + 8 * vec;
+        if (p.g_is_f32) {
+          graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff);
+          graw[h][1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff + 4);
+        } else {
+          graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.g) + goff);
         }
-        a = gate_log_decay<kGate>(x, exp_a_log, p.lower_bound) * kLog2e;
       }
-      sm.qhat[r * kLd + c] = qx[e] * qinv;
-      sm.khat[r * kLd + c] = kx[e] * kinv;
-      sm.G[r * kLd + c] = a;
     }
-  }
-  if (tid < 16) {
-    float b = 0.0f;
-    if (tid < L) {
-      const int64_t off = span.batch * p.beta_st.b + static_cast<int64_t>(tok0 + tid) * p.beta_st.t + hv * p.beta_st.h;
-      b = beta_activation(load_scalar(p.beta, off, p.beta_is_f32), p.beta_sigmoid != 0, p.allow_neg_eigval != 0);
+    if (kGate != GateKind::kPreactivated && p.dt_bias != nullptr) {
+      const float4 d0 = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + 8 * vec);
+      const float4 d1 = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + 8 * vec + 4);
+      dtb[0] = d0.x; dtb[1] = d0.y; dtb[2] = d0.z; dtb[3] = d0.w;
+      dtb[4] = d1.x; dtb[5] = d1.y; dtb[6] = d1.z; dtb[7] = d1.w;
     }
-    sm.b[tid] = b;
+    const float exp_a_log = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.0f;
+    if (tid < 16) {
+      float b = 0.0f;
+      if (tid < L) {
+        const int64_t off = span.batch * p.beta_st.b + static_cast<int64_t>(tok0 + tid) * p.beta_st.t + hv * p.beta_st.h;
+        b = beta_activation(load_scalar(p.beta, off, p.beta_is_f32), p.beta_sigmoid != 0, p.allow_neg_eigval != 0);
+      }
+      sm.b[tid] = b;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = (tid >> 4) + 8 * h;
+      float gx[8];
+      unpack8_bf16(qraw[h], qn[h]);
+      unpack8_bf16(kraw[h], kn[h]);
+      if (p.g_is_f32) {
+        const uint4 a = graw[h][0], c = graw[h][1];
+        const uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) gx[e] = __uint_as_float(w[e]);
+      } else {
+        unpack8_bf16(graw[h][0], gx);
+      }
+      float qss = 0.0f, kss = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        qss = fmaf(qn[h][e], qn[h][e], qss);
+        kss = fmaf(kn[h][e], kn[h][e], kss);
+      }
+#pragma unroll
+      for (int off = 8; off >= 1; off >>= 1) {  // reduce over the 16 lanes holding this row
+        qss += __shfl_xor_sync(0xffffffffu, qss, off);
+        kss += __shfl_xor_sync(0xffffffffu, kss, off);
+      }
+      const float qinv = p.qk_l2norm ? rsqrtf(qss + 1e-6f) : 1.0f;
+      const float kinv = p.qk_l2norm ? rsqrtf(kss + 1e-6f) : 1.0f;
+      float a[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        qn[h][e] *= qinv;
+        kn[h][e] *= kinv;
+        a[e] = r < L ? gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e : 0.0f;
+      }
+      float* grow = &sm.G[r * kLd + 8 * vec];
+      *reinterpret_cast<float4*>(grow) = make_float4(a[0], a[1], a[2], a[3]);
+      *reinterpret_cast<float4*>(grow + 4) = make_float4(a[4], a[5], a[6], a[7]);
+      if constexpr (Smem::kPairwise) {
+        float* krow = &sm.khat[r * kLd + 8 * vec];
+        float* qrow = &sm.qhat[r * kLd + 8 * vec];
+        *reinterpret_cast<float4*>(krow) = make_float4(kn[h][0], kn[h][1], kn[h][2], kn[h][3]);
+        *reinterpret_cast<float4*>(krow + 4) = make_float4(kn[h][4], kn[h][5], kn[h][6], kn[h][7]);
+        *reinterpret_cast<float4*>(qrow) = make_float4(qn[h][0], qn[h][1], qn[h][2], qn[h][3]);
+        *reinterpret_cast<float4*>(qrow + 4) = make_float4(qn[h][4], qn[h][5], qn[h][6], qn[h][7]);
+      }
+    }
   }
   __syncthreads();
 
-  // ---- Phase 2: thread = key column ---------------------------------------------------------
+  // ---- Phase 2 (column map): cumulative sum, Γ --------------------------------------------------
   {
     const int c = tid;
     float Gc = 0.0f;
@@ -207,27 +246,51 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
       Gc += sm.G[i * kLd + c];
       sm.G[i * kLd + c] = Gc;
     }
-    const float G15 = Gc;
-    reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2f(G15);
-    uint16_t* kr = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kKrOffset);
+    reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2f(Gc);
+  }
+  __syncthreads();
+
+  // ---- Phase 3 (row map): Kd, Qd, Ki tiles and Kr ------------------------------------------------
+  {
+    float g15[8];
+    {
+      const float4 a = *reinterpret_cast<const float4*>(&sm.G[15 * kLd + 8 * vec]);
+      const float4 c = *reinterpret_cast<const float4*>(&sm.G[15 * kLd + 8 * vec + 4]);
+      g15[0] = a.x; g15[1] = a.y; g15[2] = a.z; g15[3] = a.w;
+      g15[4] = c.x; g15[5] = c.y; g15[6] = c.z; g15[7] = c.w;
+    }
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const float G = sm.G[i * kLd + c];
-      const float e = exp2f(G);
-      const float kh = sm.khat[i * kLd + c];
-      const float qd = p.scale * sm.qhat[i * kLd + c] * e;
-      const uint32_t idx = ChunkRecord::wide_index(i, c);
-      sm.qd[i * kLd + c] = qd;
-      store_split(sm.kd_hi, sm.kd_lo, idx, kh * e);
-      store_split(sm.qd_hi, sm.qd_lo, idx, qd);
-      kr[idx] = float_to_bf16_bits(kh * exp2f(G15 - G));
-      if constexpr (kGate == GateKind::kBounded) store_split(sm.ki_hi, sm.ki_lo, idx, kh * exp2f(-G));
+    for (int h = 0; h < 2; ++h) {
+      const int r = (tid >> 4) + 8 * h;
+      float kd[8], qd[8], kr[8], ki[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float G = sm.G[r * kLd + 8 * vec + e];
+        const float d = exp2f(G);
+        kd[e] = kn[h][e] * d;
+        qd[e] = p.scale * qn[h][e] * d;
+        kr[e] = kn[h][e] * exp2f(g15[e] - G);
+        ki[e] = kGate == GateKind::kBounded ? kn[h][e] * exp2f(-G) : 0.0f;
+      }
+      const uint32_t off = ChunkRecord::wide_chunk_byte(r, vec);
+      uint4 hi, lo;
+      pack8_split(kd, hi, lo);
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.kd_hi) + off) = hi;
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.kd_lo) + off) = lo;
+      pack8_split(qd, hi, lo);
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.qd_hi) + off) = hi;
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.qd_lo) + off) = lo;
+      if constexpr (kGate == GateKind::kBounded) {
+        pack8_split(ki, hi, lo);
+        *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_hi) + off) = hi;
+        *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
+      }
+      *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
     }
   }
   __syncthreads();
 
-  // ---- Phase 3: A = Diag(b)·strict_lower(...), M = lower(...) --------------------------------
-  const int warp = tid >> 5, lane = tid & 31;
+  // ---- Phase 4: A = Diag(b)·strict_lower(...), M = lower(...) -------------------------------------
   if constexpr (kGate == GateKind::kBounded) {
     // 2^{G_i - G_j} = 2^{G_i} · 2^{-G_j}: |G| <= 115.4 keeps both factors finite.
     float a[2][4] = {}, m[2][4] = {};
@@ -252,6 +315,7 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
         ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bh);
       }
     }
+    // sm.partial aliases sm.G, which no thread reads after phase 3.
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -260,7 +324,7 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
         sm.partial[0][warp][e] = a[nt][r];
         sm.partial[1][warp][e] = m[nt][r];
       }
-    __syncthreads();
+    __syncthreads();  // also: every read of Ki is done, A and M may overwrite it
     const int i = tid >> 3;
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -298,16 +362,19 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
   }
   __syncthreads();
 
-  // ---- Phase 4: T = (I + A)^-1, lane c of warp 0 owns column c -------------------------------
+  // ---- Phase 5: T = (I + A)^-1, lane c of warp 0 owns column c --------------------------------
   if (tid < 16) {
     const int c = tid;
     float col[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      float acc = (i == c) ? 1.0f : 0.0f;
+      float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;  // two chains: half the dependent latency
 #pragma unroll
-      for (int j = 0; j < i; ++j) acc = fmaf(-sm.A[i * kSld + j], col[j], acc);
-      col[i] = acc;
+      for (int j = 0; j < i; j += 2) {
+        acc0 = fmaf(-sm.A[i * kSld + j], col[j], acc0);
+        if (j + 1 < i) acc1 = fmaf(-sm.A[i * kSld + j + 1], col[j + 1], acc1);
+      }
+      col[i] = acc0 + acc1;
     }
     const float bc = sm.b[c];
 #pragma unroll
@@ -315,7 +382,7 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
   }
   __syncthreads();
 
-  // ---- Phase 5: P = M·Tb (thread = two entries), Tb and P as hi/lo pairs; Wd = Tb·Kd ----------
+  // ---- Phase 6: P = M·Tb, Tb and P as hi/lo pairs; Wd = Tb·Kd -----------------------------------
   {
     const int i = tid >> 3;
     const int j0 = (tid & 7) * 2;
@@ -326,8 +393,9 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int j = j0 + jj;
-      float acc = 0.0f;
-      for (int l = j; l <= i; ++l) acc = fmaf(sm.M[i * kSld + l], sm.Tb[l * kSld + j], acc);
+      float acc = 0.0f;  // M is lower and Tb lower triangular: the full sum is exact
+#pragma unroll
+      for (int l = 0; l < 16; ++l) acc = fmaf(sm.M[i * kSld + l], sm.Tb[l * kSld + j], acc);
       sm.P[i * kSld + j] = acc;
       const float tb = sm.Tb[i * kSld + j];
       const uint16_t tbh = float_to_bf16_bits(tb);
@@ -338,7 +406,6 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
       p_lo[ChunkRecord::small_index(i, j)] = float_to_bf16_bits(acc - bf16_bits_to_float(ph));
     }
   }
-  // Wd = Tb·Kd: warp w owns n-tiles [4w, 4w + 4) (key columns [32w, 32w + 32)).
   {
     uint32_t th[4], tl[4];
     frag::load_a_f32_split(sm.Tb, kSld, false, lane, th, tl);
@@ -346,7 +413,7 @@ __global__ void __launch_bounds__(128) chunk_prep_kernel(PrepParams p) {
   }
   __syncthreads();
 
-  // ---- Phase 6: Qp = Qd − P·Kd ---------------------------------------------------------------
+  // ---- Phase 7: Qp = Qd − P·Kd -------------------------------------------------------------------
   {
     uint32_t ph[4], pl[4];
     frag::load_a_f32_split(sm.P, kSld, true, lane, ph, pl);

@@ -1,20 +1,26 @@
 // chunk_recurrence_kernel: the sequential part (docs/design.md §2.2). For one (sequence, value
-// head, slice of value rows) it walks the chunks in order, keeping its rows of the float32 state
+// head, slice of value rows) it walks the chunks in order, keeping its slice of the float32 state
 // in registers:
 //     U = Tb·Vc − Wd·Sᵀ,   O = P·Vc + Qp·Sᵀ,   S ← S·Diag(Γ) + Uᵀ·Kr
 // computed transposed (rows = value rows v): Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ (S as the A operand),
 // Uᵀ = Vcᵀ·Tbᵀ − Xᵀ, Oᵀ = Vcᵀ·Pᵀ + Oinᵀ, then S·Diag(Γ) + Uᵀ·Kr with S as the accumulator.
 //
 // Grid:   N·HV·vsplit CTAs; CTA x -> (sequence, value head, slice) = (x / vsplit / HV, x / vsplit % HV, x % vsplit).
-// Block:  kWarps consumer warps + 1 producer warp. Consumer warp w owns value rows
-//         [slice·16·kWarps + 16w, +16) and their 16x128 float32 state as 16 mma C fragments
-//         (64 registers per thread).
-// Producer (warp kWarps): per chunk, one bulk copy of the chunk record (chunk_record.cuh) and one
+// Block:  kRowGroups x kColSplit consumer warps + 1 producer warp. Row group rg owns value rows
+//         [slice·16·kRowGroups + 16·rg, +16); within it, warp cp owns key columns
+//         [cp·128/kColSplit, +128/kColSplit) of those rows' state, as 16/kColSplit mma C fragments.
+//         With kColSplit > 1 a row group's warps exchange their partial Xᵀ and Oinᵀ (sums over
+//         their key columns) through shared memory and one named barrier per chunk; each then
+//         forms the whole Uᵀ and updates its own columns, and warp cp = 0 forms and stores the
+//         output. Splitting columns shortens the per-chunk critical path (fewer mma per warp) when
+//         few (sequence, head) pairs leave SMs idle.
+// Producer (last warp): per chunk, one bulk copy of the chunk record (chunk_record.cuh) and one
 //         bulk copy per valid token of this slice's values, into a kStages-deep ring of stages,
 //         completing on full[stage]; consumers release a stage with one arrive per warp on
 //         empty[stage].
-// Shared: kStages x (record 14848 B + values 16 x (32·kWarps + 16) B, rows padded by 16 bytes so
-//         ldmatrix is conflict-free), then per consumer warp a 16x16 bf16 output tile, then barriers.
+// Shared: kStages x (record 14848 B + values 16 x (32·kRowGroups + 16) B, rows padded by 16 bytes
+//         so ldmatrix is conflict-free), per row group a 16x16 bf16 output tile, the partial-sum
+//         exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the barriers.
 // Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
 //         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs. Operand
 //         fragments come from record_fragments.cuh.
@@ -34,17 +40,24 @@
 
 namespace kda::sm90 {
 
-template <int kWarps>
+template <int kRowGroups, int kColSplit>
 struct RecurrenceLayout {
   static constexpr int kStages = 3;
-  static constexpr int kRows = 16 * kWarps;                  // value rows per CTA
+  static constexpr int kWarps = kRowGroups * kColSplit;       // consumer warps
+  static constexpr int kRows = 16 * kRowGroups;                // value rows per CTA
+  static constexpr int kTiles = 16 / kColSplit;                // state n-tiles (8 key columns) per warp
+  static constexpr int kSteps = 8 / kColSplit;                 // k-steps (16 key columns) per warp
   static constexpr uint32_t kValueRowBytes = kRows * 2 + 16;  // padded
   static constexpr uint32_t kValueOffset = ChunkRecord::kBytes;
   static constexpr uint32_t kStageBytes = ChunkRecord::kBytes + 16 * kValueRowBytes;
-  static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per warp 16x16 bf16
-  static constexpr uint32_t kBarrierOffset = kOutOffset + kWarps * 512;
+  static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
+  static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
+  static constexpr uint32_t kExchangeBytes = kColSplit > 1 ? 2u * kWarps * 2048u : 0u;
+  static constexpr uint32_t kBarrierOffset = kExchangeOffset + kExchangeBytes;
   static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
   static constexpr int kThreads = 32 * (kWarps + 1);
+  static_assert(16 % kColSplit == 0 && kColSplit <= 8, "column split divides the 16 n-tiles into k-step pairs");
+  static_assert(kRowGroups <= 15, "one named barrier per row group (ids 1..15)");
   static_assert(kStageBytes % 16 == 0 && kOutOffset % 16 == 0 && kBarrierOffset % 8 == 0, "alignment");
 };
 
@@ -52,55 +65,92 @@ namespace recurrence_detail {
 
 using ptx::Frag;
 
-// State rows of this warp: 16 C fragments (columns 8·nt .. 8·nt+7), zero or loaded.
-__device__ __forceinline__ void load_state(float (&S)[16][4], const void* base, bool is_f32, int v0, int lane) {
+// This warp's state: kTiles C fragments, n-tile nt0 + i covering key columns 8·(nt0 + i) .. +8 of
+// rows v0 .. v0+15; zeros when base is null.
+template <int kTiles>
+__device__ __forceinline__ void load_state(float (&S)[kTiles][4], const void* base, bool is_f32, int v0, int nt0,
+                                           int lane) {
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
+  for (int i = 0; i < kTiles; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = v0 + Frag::grp(lane) + 8 * h;
-      const int col = nt * 8 + 2 * Frag::qid(lane);
+      const int col = (nt0 + i) * 8 + 2 * Frag::qid(lane);
       const int64_t idx = static_cast<int64_t>(row) * 128 + col;
       if (base == nullptr) {
-        S[nt][2 * h] = S[nt][2 * h + 1] = 0.0f;
+        S[i][2 * h] = S[i][2 * h + 1] = 0.0f;
       } else if (is_f32) {
         const float2 x = *reinterpret_cast<const float2*>(static_cast<const float*>(base) + idx);
-        S[nt][2 * h] = x.x;
-        S[nt][2 * h + 1] = x.y;
+        S[i][2 * h] = x.x;
+        S[i][2 * h + 1] = x.y;
       } else {
         const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(base) + idx);
-        S[nt][2 * h] = __low2float(x);
-        S[nt][2 * h + 1] = __high2float(x);
+        S[i][2 * h] = __low2float(x);
+        S[i][2 * h + 1] = __high2float(x);
       }
     }
   }
 }
 
-__device__ __forceinline__ void store_state(const float (&S)[16][4], void* base, bool is_f32, int v0, int lane) {
+template <int kTiles>
+__device__ __forceinline__ void store_state(const float (&S)[kTiles][4], void* base, bool is_f32, int v0, int nt0,
+                                            int lane) {
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
+  for (int i = 0; i < kTiles; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = v0 + Frag::grp(lane) + 8 * h;
-      const int col = nt * 8 + 2 * Frag::qid(lane);
+      const int col = (nt0 + i) * 8 + 2 * Frag::qid(lane);
       const int64_t idx = static_cast<int64_t>(row) * 128 + col;
       if (is_f32) {
-        *reinterpret_cast<float2*>(static_cast<float*>(base) + idx) = make_float2(S[nt][2 * h], S[nt][2 * h + 1]);
+        *reinterpret_cast<float2*>(static_cast<float*>(base) + idx) = make_float2(S[i][2 * h], S[i][2 * h + 1]);
       } else {
         *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(base) + idx) =
-            __floats2bfloat162_rn(S[nt][2 * h], S[nt][2 * h + 1]);
+            __floats2bfloat162_rn(S[i][2 * h], S[i][2 * h + 1]);
       }
     }
+  }
+}
+
+// Synchronises the `threads` threads of named barrier `id` (1..15; 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Exchange slot of one warp: 16 floats per lane stored as four float4 planes [plane][lane], so
+// consecutive lanes touch consecutive 16-byte words (conflict-free).
+__device__ __forceinline__ void exchange_store(unsigned char* slot, const float (&x)[2][4], const float (&o)[2][4],
+                                               int lane) {
+  float4* f = reinterpret_cast<float4*>(slot);
+  f[0 * 32 + lane] = make_float4(x[0][0], x[0][1], x[0][2], x[0][3]);
+  f[1 * 32 + lane] = make_float4(x[1][0], x[1][1], x[1][2], x[1][3]);
+  f[2 * 32 + lane] = make_float4(o[0][0], o[0][1], o[0][2], o[0][3]);
+  f[3 * 32 + lane] = make_float4(o[1][0], o[1][1], o[1][2], o[1][3]);
+}
+
+__device__ __forceinline__ void exchange_add(const unsigned char* slot, float (&acc)[2][4], int plane0, int lane) {
+  const float4* f = reinterpret_cast<const float4*>(slot);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float4 v = f[(plane0 + nt) * 32 + lane];
+    acc[nt][0] += v.x;
+    acc[nt][1] += v.y;
+    acc[nt][2] += v.z;
+    acc[nt][3] += v.w;
   }
 }
 
 }  // namespace recurrence_detail
 
-template <int kWarps, bool kSplitState>
-__global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recurrence_kernel(RecurrenceParams p) {
-  using Layout = RecurrenceLayout<kWarps>;
+template <int kRowGroups, int kColSplit, bool kSplitState>
+__global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThreads)
+    chunk_recurrence_kernel(RecurrenceParams p) {
+  using Layout = RecurrenceLayout<kRowGroups, kColSplit>;
   using namespace recurrence_detail;
   using namespace frag;
+  constexpr int kWarps = Layout::kWarps;
+  constexpr int kTiles = Layout::kTiles;
+  constexpr int kSteps = Layout::kSteps;
   extern __shared__ __align__(128) unsigned char smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kBarrierOffset);
   uint64_t* empty = full + Layout::kStages;
@@ -117,9 +167,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
 
   // Zero the value tiles once: tokens past the end of a partial chunk are never loaded, and what
   // they hold is multiplied by exact zeros (design.md §2.4), so it must be finite.
-  for (uint32_t i = threadIdx.x; i < Layout::kStages * 16 * Layout::kValueRowBytes / 16; i += blockDim.x) {
-    const uint32_t stage = i / (16 * Layout::kValueRowBytes / 16);
-    const uint32_t off = i % (16 * Layout::kValueRowBytes / 16);
+  for (uint32_t i = threadIdx.x; i < Layout::kStages * Layout::kValueRowBytes; i += blockDim.x) {
+    const uint32_t stage = i / Layout::kValueRowBytes;
+    const uint32_t off = i % Layout::kValueRowBytes;  // 16 rows x (row bytes / 16) words of 16 bytes
     reinterpret_cast<uint4*>(smem + stage * Layout::kStageBytes + Layout::kValueOffset)[off] = make_uint4(0, 0, 0, 0);
   }
   if (threadIdx.x == 0) {
@@ -156,14 +206,17 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
   }
 
   // ---- Consumer warps ----------------------------------------------------------------------------
-  const int v0 = row0 + 16 * warp;  // first value row of this warp
+  const int rg = warp / kColSplit;  // row group
+  const int cp = warp % kColSplit;  // column part
+  const int v0 = row0 + 16 * rg;    // first value row of this warp
+  const int nt0 = cp * kTiles;      // first state n-tile of this warp
   const int64_t state_off = (static_cast<int64_t>(seq) * p.HV + hv) * 128 * 128;
-  float S[16][4];
-  load_state(S, p.initial_state == nullptr ? nullptr
-                                           : static_cast<const unsigned char*>(p.initial_state) +
-                                                 state_off * (p.initial_is_f32 ? 4 : 2),
-             p.initial_is_f32 != 0, v0, lane);
-  unsigned char* out_tile = smem + Layout::kOutOffset + warp * 512;
+  float S[kTiles][4];
+  load_state<kTiles>(S, p.initial_state == nullptr ? nullptr
+                                                   : static_cast<const unsigned char*>(p.initial_state) +
+                                                         state_off * (p.initial_is_f32 ? 4 : 2),
+                     p.initial_is_f32 != 0, v0, nt0, lane);
+  unsigned char* out_tile = smem + Layout::kOutOffset + rg * 512;
 
   for (int c = 0; c < nchunks; ++c) {
     const int s = c % Layout::kStages;
@@ -171,25 +224,28 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
     const unsigned char* stage = smem + s * Layout::kStageBytes;
     ptx::mbar_wait(&full[s], (c / Layout::kStages) & 1);
 
-    // Operands that do not depend on the state first: Vcᵀ as an A fragment (m = this warp's 16
-    // value rows, k = 16 tokens, from the [token][v] tile) and the Tb, P hi/lo B fragments.
+    // Operands that do not depend on the state first: Vcᵀ as an A fragment (m = this row group's
+    // 16 value rows, k = 16 tokens, from the [token][v] tile) and the Tb, P hi/lo B fragments.
     uint32_t av[4], th[4], tl[4], ph[4], pl[4];
     {
       const int m = lane >> 3, r = lane & 7;
       const int tok = r + 8 * (m >> 1);
-      const int col = 16 * warp + 8 * (m & 1);
+      const int col = 16 * rg + 8 * (m & 1);
       ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
     }
     load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
     load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
-    load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
-    load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
+    if (cp == 0) {
+      load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
+      load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
+    }
 
-    // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ: [16 v][16 tokens] each, two n-tiles. The low parts of S
-    // accumulate separately (xl, ol) so that no dependency chain is longer than 8 mma.
+    // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ over this warp's key columns: [16 v][16 tokens] each, two
+    // n-tiles. The low parts of S accumulate separately (xl, ol): chains stay short.
     float x[2][4] = {}, o[2][4] = {}, xl[2][4] = {}, ol[2][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
+    for (int kk = 0; kk < kSteps; ++kk) {
+      const int ks = cp * kSteps + kk;
       uint32_t bw[4], bq[4];
       load_b_nmajor(bw, stage + ChunkRecord::kWdOffset, ks, lane);
       load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
@@ -197,61 +253,83 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
       const uint32_t bq0[2] = {bq[0], bq[1]}, bq1[2] = {bq[2], bq[3]};
       uint32_t a_hi[4], a_lo[4];
       if constexpr (kSplitState) {
-        ptx::c_pair_to_a_split(S[2 * ks], S[2 * ks + 1], a_hi, a_lo);
+        ptx::c_pair_to_a_split(S[2 * kk], S[2 * kk + 1], a_hi, a_lo);
         ptx::mma_m16n8k16_bf16_f32(xl[0], a_lo, bw0);
         ptx::mma_m16n8k16_bf16_f32(xl[1], a_lo, bw1);
         ptx::mma_m16n8k16_bf16_f32(ol[0], a_lo, bq0);
         ptx::mma_m16n8k16_bf16_f32(ol[1], a_lo, bq1);
       } else {
-        ptx::c_pair_to_a(S[2 * ks], S[2 * ks + 1], a_hi);
+        ptx::c_pair_to_a(S[2 * kk], S[2 * kk + 1], a_hi);
       }
       ptx::mma_m16n8k16_bf16_f32(x[0], a_hi, bw0);
       ptx::mma_m16n8k16_bf16_f32(x[1], a_hi, bw1);
       ptx::mma_m16n8k16_bf16_f32(o[0], a_hi, bq0);
       ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
     }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        x[nt][e] += xl[nt][e];
+        o[nt][e] += ol[nt][e];
+      }
 
-    // Uᵀ = Vcᵀ·Tbᵀ − Xᵀ and Oᵀ = Vcᵀ·Pᵀ + Oinᵀ, with Tb and P as hi + lo pairs.
+    if constexpr (kColSplit > 1) {
+      // Sum the row group's partial products: every warp needs the whole Xᵀ, warp 0 the whole Oinᵀ.
+      unsigned char* exchange = smem + Layout::kExchangeOffset + (c & 1) * (kWarps * 2048);
+      exchange_store(exchange + warp * 2048, x, o, lane);
+      named_barrier_sync(1 + rg, 32 * kColSplit);
+#pragma unroll
+      for (int q = 0; q < kColSplit; ++q) {
+        if (q == cp) continue;
+        const unsigned char* other = exchange + (rg * kColSplit + q) * 2048;
+        exchange_add(other, x, 0, lane);
+        if (cp == 0) exchange_add(other, o, 2, lane);
+      }
+    }
+
+    // Uᵀ = Vcᵀ·Tbᵀ − Xᵀ, with Tb as a hi + lo pair.
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        x[nt][e] = -(x[nt][e] + xl[nt][e]);
-        o[nt][e] += ol[nt][e];
-      }
+      for (int e = 0; e < 4; ++e) x[nt][e] = -x[nt][e];
       const uint32_t bth[2] = {th[2 * nt], th[2 * nt + 1]}, btl[2] = {tl[2 * nt], tl[2 * nt + 1]};
-      const uint32_t bph[2] = {ph[2 * nt], ph[2 * nt + 1]}, bpl[2] = {pl[2 * nt], pl[2 * nt + 1]};
       ptx::mma_m16n8k16_bf16_f32(x[nt], av, btl);
       ptx::mma_m16n8k16_bf16_f32(x[nt], av, bth);
-      ptx::mma_m16n8k16_bf16_f32(o[nt], av, bpl);
-      ptx::mma_m16n8k16_bf16_f32(o[nt], av, bph);
     }
 
-    // S ← S·Diag(Γ) + Uᵀ·Kr (the state's critical path: before the output store).
+    // S ← S·Diag(Γ) + Uᵀ·Kr on this warp's columns (the state's critical path: first).
     {
       uint32_t au[4];
       ptx::c_pair_to_a(x[0], x[1], au);
       const float* gamma = reinterpret_cast<const float*>(stage + ChunkRecord::kGammaOffset);
 #pragma unroll
-      for (int pp = 0; pp < 8; ++pp) {
+      for (int pp = 0; pp < kTiles / 2; ++pp) {
         uint32_t bk[4];
-        load_b_kmajor(bk, stage + ChunkRecord::kKrOffset, pp, lane);
+        load_b_kmajor(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-          const int nt = 2 * pp + hh;
-          const float2 gm = *reinterpret_cast<const float2*>(gamma + nt * 8 + 2 * Frag::qid(lane));
-          S[nt][0] *= gm.x;
-          S[nt][1] *= gm.y;
-          S[nt][2] *= gm.x;
-          S[nt][3] *= gm.y;
+          const int i = 2 * pp + hh;
+          const float2 gm = *reinterpret_cast<const float2*>(gamma + (nt0 + i) * 8 + 2 * Frag::qid(lane));
+          S[i][0] *= gm.x;
+          S[i][1] *= gm.y;
+          S[i][2] *= gm.x;
+          S[i][3] *= gm.y;
           const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]};
-          ptx::mma_m16n8k16_bf16_f32(S[nt], au, b);
+          ptx::mma_m16n8k16_bf16_f32(S[i], au, b);
         }
       }
     }
 
-    // Output: Oᵀ fragments -> [token][v] tile (stmatrix.trans) -> 16-byte stores of valid tokens.
-    {
+    // Output (warp cp = 0 of each row group): Oᵀ = Vcᵀ·Pᵀ + Oinᵀ -> [token][v] tile
+    // (stmatrix.trans) -> 16-byte stores of valid tokens.
+    if (cp == 0) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint32_t bph[2] = {ph[2 * nt], ph[2 * nt + 1]}, bpl[2] = {pl[2 * nt], pl[2 * nt + 1]};
+        ptx::mma_m16n8k16_bf16_f32(o[nt], av, bpl);
+        ptx::mma_m16n8k16_bf16_f32(o[nt], av, bph);
+      }
       const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
                              ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
       const int m = lane >> 3, rr = lane & 7;
@@ -272,8 +350,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kWarps>::kThreads) chunk_recu
   }
 
   if (p.final_state != nullptr)
-    store_state(S, static_cast<unsigned char*>(p.final_state) + state_off * (p.final_is_f32 ? 4 : 2),
-                p.final_is_f32 != 0, v0, lane);
+    store_state<kTiles>(S, static_cast<unsigned char*>(p.final_state) + state_off * (p.final_is_f32 ? 4 : 2),
+                        p.final_is_f32 != 0, v0, nt0, lane);
 }
 
 }  // namespace kda::sm90
