@@ -11,6 +11,7 @@
 # Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
 #   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
 #   FLASH_KDA_DATA (golden/, cases.json, fla/; default .gpu_data, made by scripts/prepare_gpu_data.sh),
+#   VARIANT_BUILDS (extra build folders whose benchmark is timed too, for comparing launcher knobs),
 #   FLA_CASES (benchmark cases to time with FLA, default "T8192_H64 T8192_H8"; FLA autotunes each
 #   new shape, minutes on a fresh machine), PROFILE_CASES (default "T8192_H64 B16_T4096_H32 T8192_H8").
 # Prints a summary last. Exit status: number of failed stages.
@@ -75,6 +76,15 @@ stage_bench() {
     >"$LOG/bench.log" 2>&1
   local rc=$?
   cat "$LOG/bench.log"
+  # Variant builds (VARIANT_BUILDS="build-x ...", e.g. other launcher knobs), timed in the same call.
+  local v
+  for v in ${VARIANT_BUILDS:-}; do
+    [ -x "$v/benchmarks/flash_kda_bench" ] || continue
+    timeout 600 "$v/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --json "$LOG/bench_$(basename "$v").json" \
+      >"$LOG/bench_$(basename "$v").log" 2>&1
+    echo "--- variant $v"
+    cat "$LOG/bench_$(basename "$v").log"
+  done
   record bench $rc "logs: bench.log, bench.json"
 }
 

@@ -17,6 +17,13 @@ namespace {
 
 constexpr size_t kCheckBytes = 256;
 
+// Warps sharing the key columns of a row group in the recurrence when vsplit > 1 (1, 2 or 4).
+// A build-time knob so that variants can be timed against each other (scripts/gpu_verify.sh).
+#ifndef FLASH_KDA_COLUMN_SPLIT
+#define FLASH_KDA_COLUMN_SPLIT 4
+#endif
+constexpr int kColumnSplit = FLASH_KDA_COLUMN_SPLIT;
+
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
 }
@@ -153,12 +160,14 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.records = records;
   const int64_t ctas = units * vsplit;
   // Warps per CTA: 128 / vsplit value rows in groups of 16; when the grid leaves SMs idle
-  // (vsplit > 1), four warps share each row group's key columns (shorter critical path per chunk).
+  // (vsplit > 1), kColumnSplit warps share each row group's key columns (shorter critical path
+  // per chunk, at the price of an exchange of partial sums).
+  constexpr int kCs = kColumnSplit;
   switch (vsplit) {
     case 1: return launch_recurrence<8, 1>(rp, ctas, stream);
-    case 2: return launch_recurrence<4, 4>(rp, ctas, stream);
-    case 4: return launch_recurrence<2, 4>(rp, ctas, stream);
-    default: return launch_recurrence<1, 4>(rp, ctas, stream);
+    case 2: return launch_recurrence<4, kCs>(rp, ctas, stream);
+    case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
+    default: return launch_recurrence<1, kCs>(rp, ctas, stream);
   }
 }
 

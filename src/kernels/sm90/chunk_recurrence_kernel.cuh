@@ -18,9 +18,10 @@
 //         bulk copy per valid token of this slice's values, into a kStages-deep ring of stages,
 //         completing on full[stage]; consumers release a stage with one arrive per warp on
 //         empty[stage].
-// Shared: kStages x (record 14848 B + values 16 x (32·kRowGroups + 16) B, rows padded by 16 bytes
-//         so ldmatrix is conflict-free), per row group a 16x16 bf16 output tile, the partial-sum
-//         exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the barriers.
+// Shared: kStages (7 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
+//         rows padded by 16 bytes so ldmatrix is conflict-free), per row group a 16x16 bf16 output
+//         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
+//         barriers.
 // Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
 //         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs. Operand
 //         fragments come from record_fragments.cuh.
@@ -42,7 +43,6 @@ namespace kda::sm90 {
 
 template <int kRowGroups, int kColSplit>
 struct RecurrenceLayout {
-  static constexpr int kStages = 3;
   static constexpr int kWarps = kRowGroups * kColSplit;       // consumer warps
   static constexpr int kRows = 16 * kRowGroups;                // value rows per CTA
   static constexpr int kTiles = 16 / kColSplit;                // state n-tiles (8 key columns) per warp
@@ -50,14 +50,19 @@ struct RecurrenceLayout {
   static constexpr uint32_t kValueRowBytes = kRows * 2 + 16;  // padded
   static constexpr uint32_t kValueOffset = ChunkRecord::kBytes;
   static constexpr uint32_t kStageBytes = ChunkRecord::kBytes + 16 * kValueRowBytes;
+  static constexpr uint32_t kExchangeBytes = kColSplit > 1 ? 2u * kWarps * 2048u : 0u;
+  // As many stages as fit in ~200 KB (at most 12): a chunk's bulk copies take microseconds to
+  // land while a chunk step takes a fraction of one, so the ring must hold many chunks in flight.
+  static constexpr uint32_t kStageBudget = 200u * 1024u - kExchangeBytes - kRowGroups * 512u;
+  static constexpr int kStages = kStageBudget / kStageBytes < 12 ? static_cast<int>(kStageBudget / kStageBytes) : 12;
   static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
   static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
-  static constexpr uint32_t kExchangeBytes = kColSplit > 1 ? 2u * kWarps * 2048u : 0u;
   static constexpr uint32_t kBarrierOffset = kExchangeOffset + kExchangeBytes;
   static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
   static constexpr int kThreads = 32 * (kWarps + 1);
   static_assert(16 % kColSplit == 0 && kColSplit <= 8, "column split divides the 16 n-tiles into k-step pairs");
   static_assert(kRowGroups <= 15, "one named barrier per row group (ids 1..15)");
+  static_assert(kStages >= 3, "at least three stages");
   static_assert(kStageBytes % 16 == 0 && kOutOffset % 16 == 0 && kBarrierOffset % 8 == 0, "alignment");
 };
 
