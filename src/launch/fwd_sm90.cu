@@ -88,10 +88,11 @@ int sm_count() {
 
 // Slices of the 128 value rows per (sequence, head): more slices give more independent chains
 // (CTAs) when sequences x heads leave SMs idle, at the price of re-reading each chunk record once
-// per slice (from L2). Largest of 1, 2, 4, 8 keeping CTAs <= 1.5 x SMs.
+// per slice (from L2). Largest of 1, 2, 4, 8 keeping CTAs <= SMs, so that a split CTA has an SM
+// (and its ~200 KB stage ring) to itself.
 int choose_vsplit(int64_t units, int sms) {
   int vsplit = 1;
-  while (vsplit < 8 && units * vsplit * 2 <= (3 * sms) / 2) vsplit *= 2;
+  while (vsplit < 8 && units * vsplit * 2 <= sms) vsplit *= 2;
   return vsplit;
 }
 

@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       Gc += sm.G[i * kLd + c];
       sm.G[i * kLd + c] = Gc;
     }
-    reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2f(Gc);
+    reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
   }
   __syncthreads();
 
@@ -259,6 +259,9 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       g15[0] = a.x; g15[1] = a.y; g15[2] = a.z; g15[3] = a.w;
       g15[4] = c.x; g15[5] = c.y; g15[6] = c.z; g15[7] = c.w;
     }
+    float gamma[8];  // bounded gate: 2^{G15 - G} = Γ · 2^{-G}, both factors finite (|G| <= 115.4)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) gamma[e] = exp2_fast(g15[e]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (tid >> 4) + 8 * h;
@@ -266,11 +269,17 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const float G = sm.G[r * kLd + 8 * vec + e];
-        const float d = exp2f(G);
+        const float d = exp2_fast(G);
         kd[e] = kn[h][e] * d;
         qd[e] = p.scale * qn[h][e] * d;
-        kr[e] = kn[h][e] * exp2f(g15[e] - G);
-        ki[e] = kGate == GateKind::kBounded ? kn[h][e] * exp2f(-G) : 0.0f;
+        if constexpr (kGate == GateKind::kBounded) {
+          const float inv = exp2_fast(-G);
+          ki[e] = kn[h][e] * inv;
+          kr[e] = kn[h][e] * (gamma[e] * inv);
+        } else {
+          ki[e] = 0.0f;
+          kr[e] = kn[h][e] * exp2_fast(g15[e] - G);
+        }
       }
       const uint32_t off = ChunkRecord::wide_chunk_byte(r, vec);
       uint4 hi, lo;
@@ -347,7 +356,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
           const int j = j0 + jj;
-          const float w = sm.khat[j * kLd + c] * exp2f(gi - sm.G[j * kLd + c]);
+          const float w = sm.khat[j * kLd + c] * exp2_fast(gi - sm.G[j * kLd + c]);
           a[jj] = fmaf(ki_, w, a[jj]);
           m[jj] = fmaf(qi, w, m[jj]);
         }
