@@ -399,6 +399,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);
     uint16_t* p_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPHiOffset);
     uint16_t* p_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPLoOffset);
+    float pv[2];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int j = j0 + jj;
@@ -406,14 +407,17 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
 #pragma unroll
       for (int l = 0; l < 16; ++l) acc = fmaf(sm.M[i * kSld + l], sm.Tb[l * kSld + j], acc);
       sm.P[i * kSld + j] = acc;
-      const float tb = sm.Tb[i * kSld + j];
-      const uint16_t tbh = float_to_bf16_bits(tb);
-      const uint16_t ph = float_to_bf16_bits(acc);
-      tb_hi[ChunkRecord::small_index(i, j)] = tbh;
-      tb_lo[ChunkRecord::small_index(i, j)] = float_to_bf16_bits(tb - bf16_bits_to_float(tbh));
-      p_hi[ChunkRecord::small_index(i, j)] = ph;
-      p_lo[ChunkRecord::small_index(i, j)] = float_to_bf16_bits(acc - bf16_bits_to_float(ph));
+      pv[jj] = acc;
     }
+    // Columns j0, j0 + 1 are adjacent in the record's small layout: one 4-byte store per half.
+    const uint32_t idx = ChunkRecord::small_index(i, j0);
+    uint32_t hi, lo;
+    ptx::split_bf16x2(sm.Tb[i * kSld + j0], sm.Tb[i * kSld + j0 + 1], hi, lo);
+    *reinterpret_cast<uint32_t*>(tb_hi + idx) = hi;
+    *reinterpret_cast<uint32_t*>(tb_lo + idx) = lo;
+    ptx::split_bf16x2(pv[0], pv[1], hi, lo);
+    *reinterpret_cast<uint32_t*>(p_hi + idx) = hi;
+    *reinterpret_cast<uint32_t*>(p_lo + idx) = lo;
   }
   {
     uint32_t th[4], tl[4];

@@ -14,10 +14,10 @@
 //         forms the whole Uᵀ and updates its own columns, and warp cp = 0 forms and stores the
 //         output. Splitting columns shortens the per-chunk critical path (fewer mma per warp) when
 //         few (sequence, head) pairs leave SMs idle.
-// Producer (last warp): per chunk, one bulk copy of the chunk record (chunk_record.cuh) and one
-//         bulk copy per valid token of this slice's values, into a kStages-deep ring of stages,
-//         completing on full[stage]; consumers release a stage with one arrive per warp on
-//         empty[stage].
+// Producer (last warp): per chunk, one bulk copy of the chunk record (chunk_record.cuh) and the
+//         slice's values by cp.async (16 bytes per lane and step; rows past the sequence
+//         zero-filled), into a kStages-deep ring of stages, completing on full[stage]; consumers
+//         release a stage with one arrive per warp on empty[stage].
 // Shared: kStages (7 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
 //         rows padded by 16 bytes so ldmatrix is conflict-free), per row group a 16x16 bf16 output
 //         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
@@ -36,6 +36,7 @@
 #include "src/kernels/sm90/record_fragments.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/ptx/barrier.cuh"
+#include "src/ptx/cp_async.cuh"
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
 
@@ -170,42 +171,45 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
   const int nchunks = (span.len + 15) / 16;
   const int row0 = slice * Layout::kRows;  // first value row of this CTA
 
-  // Zero the value tiles once: tokens past the end of a partial chunk are never loaded, and what
-  // they hold is multiplied by exact zeros (design.md §2.4), so it must be finite.
-  for (uint32_t i = threadIdx.x; i < Layout::kStages * Layout::kValueRowBytes; i += blockDim.x) {
-    const uint32_t stage = i / Layout::kValueRowBytes;
-    const uint32_t off = i % Layout::kValueRowBytes;  // 16 rows x (row bytes / 16) words of 16 bytes
-    reinterpret_cast<uint4*>(smem + stage * Layout::kStageBytes + Layout::kValueOffset)[off] = make_uint4(0, 0, 0, 0);
-  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
-      ptx::mbar_init(&full[s], 1);
+      // full: the producer's expect_tx arrival (record bulk copy) + one cp.async arrival per lane.
+      ptx::mbar_init(&full[s], 1 + 32);
       ptx::mbar_init(&empty[s], kWarps);
     }
     ptx::fence_barrier_init();
   }
-  ptx::fence_proxy_async_smem();
   __syncthreads();
 
   const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
 
   if (warp == kWarps) {
     // ---- Producer warp ---------------------------------------------------------------------------
+    // Per chunk: the record in one bulk copy (lane 0), the values by cp.async, 16 bytes per lane and
+    // step, rows past the sequence zero-filled (no stale or uninitialised data is ever read).
+    constexpr int kPiecesPerRow = Layout::kRows * 2 / 16;
+    constexpr int kPieces = 16 * kPiecesPerRow;
+    static_assert(kPieces % 32 == 0, "whole warp steps");
     for (int c = 0; c < nchunks; ++c) {
       const int s = c % Layout::kStages;
       const int use = c / Layout::kStages;
       const int L = min(16, span.len - c * 16);
       unsigned char* stage = smem + s * Layout::kStageBytes;
       if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
-      if (lane == 0) ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes + L * Layout::kRows * 2);
-      __syncwarp();
-      if (lane < L) {
-        const int64_t t = span.t0 + c * 16 + lane;
-        const uint16_t* src = p.v + span.batch * p.v_st.b + t * p.v_st.t + hv * p.v_st.h + row0;
-        ptx::bulk_copy_g2s(stage + Layout::kValueOffset + lane * Layout::kValueRowBytes, src, Layout::kRows * 2, &full[s]);
-      } else if (lane == 16) {
+      if (lane == 0) {
+        ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes);
         ptx::bulk_copy_g2s(stage, records + static_cast<int64_t>(c) * ChunkRecord::kBytes, ChunkRecord::kBytes, &full[s]);
       }
+      __syncwarp();
+#pragma unroll
+      for (int k = lane; k < kPieces; k += 32) {
+        const int row = k / kPiecesPerRow, piece = k % kPiecesPerRow;
+        const bool valid = row < L;
+        const int64_t t = span.t0 + c * 16 + (valid ? row : 0);
+        const uint16_t* src = p.v + span.batch * p.v_st.b + t * p.v_st.t + hv * p.v_st.h + row0 + 8 * piece;
+        ptx::cp_async_16_zfill(stage + Layout::kValueOffset + row * Layout::kValueRowBytes + 16 * piece, src, valid);
+      }
+      ptx::cp_async_arrive_noinc(&full[s]);
     }
     return;
   }
