@@ -60,7 +60,7 @@ stage_tests() {
 }
 
 stage_sanitizer() {
-  local rc=0 tool filter='Golden/GoldenGpu.*/basic:Golden/GoldenGpu.*/varlen_edges:Golden/GoldenGpu.*/gva:Golden/GoldenGpu.*/softplus_gate:Ptx.*'
+  local rc=0 tool filter='Golden/GoldenGpu.*/basic:Golden/GoldenGpu.*/varlen_edges:Golden/GoldenGpu.*/gva:Golden/GoldenGpu.*/softplus_gate:Ptx.*:GpuOptions.EveryValueRowSplit'
   for tool in memcheck racecheck synccheck; do
     timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
       --gtest_filter="$filter" >"$LOG/sanitizer_$tool.log" 2>&1

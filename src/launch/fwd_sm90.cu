@@ -17,12 +17,18 @@ namespace {
 
 constexpr size_t kCheckBytes = 256;
 
-// Warps sharing the key columns of a row group in the recurrence when vsplit > 1 (1, 2 or 4).
-// A build-time knob so that variants can be timed against each other (scripts/gpu_verify.sh).
+// Warps sharing the key columns of a row group in the recurrence (1, 2 or 4): for split grids
+// (vsplit > 1, latency-bound) and for full grids (vsplit = 1, throughput-bound). Build-time knobs
+// so that variants can be timed against each other in one run (scripts/gpu_verify.sh,
+// VARIANT_BUILDS); the defaults are the fastest measured on the H200 (docs/performance_notes.md).
 #ifndef FLASH_KDA_COLUMN_SPLIT
-#define FLASH_KDA_COLUMN_SPLIT 4
+#define FLASH_KDA_COLUMN_SPLIT 2
+#endif
+#ifndef FLASH_KDA_COLUMN_SPLIT_FULL
+#define FLASH_KDA_COLUMN_SPLIT_FULL 2
 #endif
 constexpr int kColumnSplit = FLASH_KDA_COLUMN_SPLIT;
+constexpr int kColumnSplitFull = FLASH_KDA_COLUMN_SPLIT_FULL;
 
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
@@ -165,7 +171,7 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   // per chunk, at the price of an exchange of partial sums).
   constexpr int kCs = kColumnSplit;
   switch (vsplit) {
-    case 1: return launch_recurrence<8, 1>(rp, ctas, stream);
+    case 1: return launch_recurrence<8, kColumnSplitFull>(rp, ctas, stream);
     case 2: return launch_recurrence<4, kCs>(rp, ctas, stream);
     case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
     default: return launch_recurrence<1, kCs>(rp, ctas, stream);

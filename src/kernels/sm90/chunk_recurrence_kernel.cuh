@@ -233,25 +233,13 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
     const unsigned char* stage = smem + s * Layout::kStageBytes;
     ptx::mbar_wait(&full[s], (c / Layout::kStages) & 1);
 
-    // Operands that do not depend on the state first: Vcᵀ as an A fragment (m = this row group's
-    // 16 value rows, k = 16 tokens, from the [token][v] tile) and the Tb, P hi/lo B fragments.
-    uint32_t av[4], th[4], tl[4], ph[4], pl[4];
-    {
-      const int m = lane >> 3, r = lane & 7;
-      const int tok = r + 8 * (m >> 1);
-      const int col = 16 * rg + 8 * (m & 1);
-      ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
-    }
-    load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
-    load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
-    if (cp == 0) {
-      load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
-      load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
-    }
-
     // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ over this warp's key columns: [16 v][16 tokens] each, two
-    // n-tiles. The low parts of S accumulate separately (xl, ol): chains stay short.
-    float x[2][4] = {}, o[2][4] = {}, xl[2][4] = {}, ol[2][4] = {};
+    // n-tiles. With 8 k-steps the low parts of S accumulate separately (xl, ol) so that no chain
+    // is longer than 8 mma; with fewer they share the accumulators (fewer registers).
+    constexpr bool kSeparateLo = kSteps > 4;
+    float x[2][4] = {}, o[2][4] = {}, xl_[2][4] = {}, ol_[2][4] = {};
+    float(&xl)[2][4] = kSeparateLo ? xl_ : x;
+    float(&ol)[2][4] = kSeparateLo ? ol_ : o;
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
       const int ks = cp * kSteps + kk;
@@ -275,13 +263,28 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
       ptx::mma_m16n8k16_bf16_f32(o[0], a_hi, bq0);
       ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
     }
+    if constexpr (kSeparateLo) {
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        x[nt][e] += xl[nt][e];
-        o[nt][e] += ol[nt][e];
-      }
+        for (int e = 0; e < 4; ++e) {
+          x[nt][e] += xl_[nt][e];
+          o[nt][e] += ol_[nt][e];
+        }
+    }
+
+    // Operands that do not depend on the state: Vcᵀ as an A fragment (m = this row group's 16
+    // value rows, k = 16 tokens, from the [token][v] tile) and the Tb hi/lo B fragments (loaded
+    // here, before the exchange, so that their latency hides behind it).
+    uint32_t av[4], th[4], tl[4];
+    {
+      const int m = lane >> 3, r = lane & 7;
+      const int tok = r + 8 * (m >> 1);
+      const int col = 16 * rg + 8 * (m & 1);
+      ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
+    }
+    load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
+    load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
 
     if constexpr (kColSplit > 1) {
       // Sum the row group's partial products: every warp needs the whole Xᵀ, warp 0 the whole Oinᵀ.
@@ -333,6 +336,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
     // Output (warp cp = 0 of each row group): Oᵀ = Vcᵀ·Pᵀ + Oinᵀ -> [token][v] tile
     // (stmatrix.trans) -> 16-byte stores of valid tokens.
     if (cp == 0) {
+      uint32_t ph[4], pl[4];
+      load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
+      load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const uint32_t bph[2] = {ph[2 * nt], ph[2 * nt + 1]}, bpl[2] = {pl[2 * nt], pl[2 * nt + 1]};
