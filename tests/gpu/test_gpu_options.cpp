@@ -175,18 +175,19 @@ TEST(GpuOptions, GateFormsAndFlags) {
 
 TEST(GpuOptions, EveryValueRowSplit) {
   KDA_SKIP_WITHOUT_SM90();
-  // N x HV = 4, 24, 64, 160 select vsplit 8, 4, 2, 1 on a 132-SM H200.
+  // N x HV = 4, 24, 64, 160 select vsplit 8, 4, 2, 1 on a 132-SM H200 (the last one a full grid,
+  // with its own kernel configuration): each must meet the golden pass rule.
   const int64_t heads[4] = {4, 24, 64, 160};
   for (int64_t h : heads) {
     ProblemSpec s;
     s.B = 1;
-    s.T = 40;
+    s.T = 200;
     s.H = s.HV = h;
     s.seed = 50 + h;
     RandomProblem p = make_random_problem(s);
     char name[64];
-    std::snprintf(name, sizeof(name), "N x HV = %lld", static_cast<long long>(h));
-    expect_close(name, gpu_vs_f64(p));
+    std::snprintf(name, sizeof(name), "N x HV = %lld, T = 200", static_cast<long long>(h));
+    expect_close(name, gpu_vs_f64(p), 4e-3, 3e-3);
   }
 }
 
