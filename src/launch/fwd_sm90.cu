@@ -27,9 +27,9 @@ constexpr size_t kCheckBytes = 256;
 #ifndef FLASH_KDA_COLUMN_SPLIT_FULL
 #define FLASH_KDA_COLUMN_SPLIT_FULL 1
 #endif
-// Whether full grids (throughput-bound) carry the state operand as a bf16 hi + lo pair (1) or as
-// one bf16 (0: a third fewer tensor-core operations, ~2e-4 more relative state error). Split
-// grids always use the pair.
+// Whether grids with vsplit <= 2 (loaded SMs: throughput matters) carry the state operand as a bf16
+// hi + lo pair (1) or as one bf16 (0: a third fewer tensor-core operations, ~2e-4 more relative
+// state error). Grids with vsplit >= 4 (latency-bound) always use the pair.
 #ifndef FLASH_KDA_SPLIT_STATE_FULL
 #define FLASH_KDA_SPLIT_STATE_FULL 0
 #endif
@@ -178,7 +178,7 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   constexpr int kCs = kColumnSplit;
   switch (vsplit) {
     case 1: return launch_recurrence<8, kColumnSplitFull, kSplitStateFull>(rp, ctas, stream);
-    case 2: return launch_recurrence<4, kCs>(rp, ctas, stream);
+    case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream);
     case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
     default: return launch_recurrence<1, kCs>(rp, ctas, stream);
   }

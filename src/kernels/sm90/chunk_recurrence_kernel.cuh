@@ -14,10 +14,11 @@
 //         forms the whole Uᵀ and updates its own columns, and warp cp = 0 forms and stores the
 //         output. Splitting columns shortens the per-chunk critical path (fewer mma per warp) when
 //         few (sequence, head) pairs leave SMs idle.
-// Producer (last warp): per chunk, one bulk copy of the chunk record (chunk_record.cuh) and the
-//         slice's values by cp.async (16 bytes per lane and step; rows past the sequence
-//         zero-filled), into a kStages-deep ring of stages, completing on full[stage]; consumers
-//         release a stage with one arrive per warp on empty[stage].
+// Producer (last warp): per chunk, the chunk record (chunk_record.cuh) and the slice's values by
+//         cp.async (16 bytes per lane and step; rows past the sequence zero-filled), into a
+//         kStages-deep ring of stages, completing on full[stage] (one arrival per lane);
+//         consumers release a stage with one arrive per warp on empty[stage]. (cp.async rather than
+//         bulk copies: the values come in 16 strided rows, one copy-engine request each.)
 // Shared: kStages (7 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
 //         rows padded by 16 bytes so ldmatrix is conflict-free), per row group a 16x16 bf16 output
 //         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
@@ -173,8 +174,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
-      // full: the producer's expect_tx arrival (record bulk copy) + one cp.async arrival per lane.
-      ptx::mbar_init(&full[s], 1 + 32);
+      // full: one cp.async arrival per producer lane; empty: one arrival per consumer warp.
+      ptx::mbar_init(&full[s], 32);
       ptx::mbar_init(&empty[s], kWarps);
     }
     ptx::fence_barrier_init();
@@ -185,24 +186,23 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
 
   if (warp == kWarps) {
     // ---- Producer warp ---------------------------------------------------------------------------
-    // Per chunk: the record in one bulk copy (lane 0), the values by cp.async, 16 bytes per lane and
-    // step, rows past the sequence zero-filled (no stale or uninitialised data is ever read).
+    // Per chunk, by cp.async, 16 bytes per lane and step: the record, then the slice's values (rows
+    // past the sequence zero-filled, so no stale or uninitialised data is ever read). Each lane
+    // then arrives on full[stage] when its copies have landed.
+    constexpr int kRecordPieces = ChunkRecord::kBytes / 16;
     constexpr int kPiecesPerRow = Layout::kRows * 2 / 16;
-    constexpr int kPieces = 16 * kPiecesPerRow;
-    static_assert(kPieces % 32 == 0, "whole warp steps");
+    constexpr int kValuePieces = 16 * kPiecesPerRow;
+    static_assert(kValuePieces % 32 == 0, "whole warp steps");
     for (int c = 0; c < nchunks; ++c) {
       const int s = c % Layout::kStages;
       const int use = c / Layout::kStages;
       const int L = min(16, span.len - c * 16);
       unsigned char* stage = smem + s * Layout::kStageBytes;
       if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
-      if (lane == 0) {
-        ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes);
-        ptx::bulk_copy_g2s(stage, records + static_cast<int64_t>(c) * ChunkRecord::kBytes, ChunkRecord::kBytes, &full[s]);
-      }
-      __syncwarp();
+      const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
+      for (int k = lane; k < kRecordPieces; k += 32) ptx::cp_async_16_zfill(stage + 16 * k, rec + 16 * k, true);
 #pragma unroll
-      for (int k = lane; k < kPieces; k += 32) {
+      for (int k = lane; k < kValuePieces; k += 32) {
         const int row = k / kPiecesPerRow, piece = k % kPiecesPerRow;
         const bool valid = row < L;
         const int64_t t = span.t0 + c * 16 + (valid ? row : 0);
@@ -357,9 +357,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThre
         *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
       }
     }
-    // Release the stage: order this warp's shared-memory reads (generic proxy) before the
-    // producer's next bulk copy into it (async proxy), then one arrival per warp.
-    ptx::fence_proxy_async_smem();
+    // Release the stage: one arrival per warp, after all its lanes' reads (the producer's next
+    // copies into the stage acquire this barrier first).
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(&empty[s]);
   }
