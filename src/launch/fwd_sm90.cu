@@ -36,6 +36,12 @@ constexpr size_t kCheckBytes = 256;
 constexpr int kColumnSplit = FLASH_KDA_COLUMN_SPLIT;
 constexpr int kColumnSplitFull = FLASH_KDA_COLUMN_SPLIT_FULL;
 constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
+// Full grids (vsplit = 1, usually several waves of CTAs) run this many CTAs per SM: more warps to
+// hide latency, at the price of half the registers and half the stage ring each.
+#ifndef FLASH_KDA_FULL_GRID_CTAS_PER_SM
+#define FLASH_KDA_FULL_GRID_CTAS_PER_SM 2
+#endif
+constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
@@ -80,10 +86,10 @@ kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream
   return make_ok();
 }
 
-template <int kRowGroups, int kColSplit, bool kSplitState = true>
+template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>
 kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream) {
-  using Layout = RecurrenceLayout<kRowGroups, kColSplit>;
-  auto kernel = chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState>;
+  using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
+  auto kernel = chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm>;
   cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
   if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
   kernel<<<static_cast<unsigned>(ctas), Layout::kThreads, Layout::kBytes, stream>>>(rp);
@@ -177,7 +183,7 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   // per chunk, at the price of an exchange of partial sums).
   constexpr int kCs = kColumnSplit;
   switch (vsplit) {
-    case 1: return launch_recurrence<8, kColumnSplitFull, kSplitStateFull>(rp, ctas, stream);
+    case 1: return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream);
     case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream);
     case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
     default: return launch_recurrence<1, kCs>(rp, ctas, stream);

@@ -99,28 +99,42 @@ __device__ __forceinline__ void pack8_split(const float (&x)[8], uint4& hi, uint
 
 }  // namespace prep_detail
 
+// A fragment of the 16x16 identity (bf16): I·B adds B to an accumulator on the tensor cores.
+__device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
+  const int g = ptx::Frag::grp(lane), c = 2 * ptx::Frag::qid(lane);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int row = g + 8 * (r & 1), col = c + 8 * (r >> 1);
+    a[r] = ptx::pack_bf16x2(row == col ? 1.0f : 0.0f, row == col + 1 ? 1.0f : 0.0f);
+  }
+}
+
 // out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as an A-fragment hi/lo pair,
-// Kd from its hi/lo tiles: three passes (lo·hi, hi·lo, hi·hi), stored as bf16 in the record.
+// Kd (and Qd) from their hi/lo tiles: three passes (lo·hi, hi·lo, hi·hi), Qd added exactly as
+// I·Qd_hi + I·Qd_lo; stored as bf16 in the record.
 template <bool kAddQd, typename Smem>
 __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint32_t (&xl)[4], const Smem& sm,
                                              int warp, int lane, uint16_t* out) {
-  using prep_detail::bf16_bits_to_float;
+  uint32_t ident[4];
+  if constexpr (kAddQd) identity_a(ident, lane);
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp) {
     const int p = 2 * warp + pp;
-    uint32_t kh[4], kl[4];
+    uint32_t kh[4], kl[4], qh[4], ql[4];
     frag::load_b_kmajor(kh, reinterpret_cast<const unsigned char*>(sm.kd_hi), p, lane);
     frag::load_b_kmajor(kl, reinterpret_cast<const unsigned char*>(sm.kd_lo), p, lane);
+    if constexpr (kAddQd) {
+      frag::load_b_kmajor(qh, reinterpret_cast<const unsigned char*>(sm.qd_hi), p, lane);
+      frag::load_b_kmajor(ql, reinterpret_cast<const unsigned char*>(sm.qd_lo), p, lane);
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int nt = 2 * p + h;
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kAddQd) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const uint32_t idx = ChunkRecord::wide_index(ptx::Frag::c_row(lane, r), nt * 8 + ptx::Frag::c_col(lane, r));
-          c[r] = bf16_bits_to_float(sm.qd_hi[idx]) + bf16_bits_to_float(sm.qd_lo[idx]);
-        }
+        const uint32_t bqh[2] = {qh[2 * h], qh[2 * h + 1]}, bql[2] = {ql[2 * h], ql[2 * h + 1]};
+        ptx::mma_m16n8k16_bf16_f32(c, ident, bql);
+        ptx::mma_m16n8k16_bf16_f32(c, ident, bqh);
       }
       const uint32_t bh[2] = {kh[2 * h], kh[2 * h + 1]}, bl[2] = {kl[2 * h], kl[2 * h + 1]};
       ptx::mma_m16n8k16_bf16_f32(c, xl, bh);

@@ -43,7 +43,7 @@
 
 namespace kda::sm90 {
 
-template <int kRowGroups, int kColSplit>
+template <int kRowGroups, int kColSplit, int kCtasPerSm = 1>
 struct RecurrenceLayout {
   static constexpr int kWarps = kRowGroups * kColSplit;       // consumer warps
   static constexpr int kRows = 16 * kRowGroups;                // value rows per CTA
@@ -53,9 +53,9 @@ struct RecurrenceLayout {
   static constexpr uint32_t kValueOffset = ChunkRecord::kBytes;
   static constexpr uint32_t kStageBytes = ChunkRecord::kBytes + 16 * kValueRowBytes;
   static constexpr uint32_t kExchangeBytes = kColSplit > 1 ? 2u * kWarps * 2048u : 0u;
-  // As many stages as fit in ~200 KB (at most 12): a chunk's bulk copies take microseconds to
+  // As many stages as fit in ~200 KB per SM (at most 12): a chunk's copies take microseconds to
   // land while a chunk step takes a fraction of one, so the ring must hold many chunks in flight.
-  static constexpr uint32_t kStageBudget = 200u * 1024u - kExchangeBytes - kRowGroups * 512u;
+  static constexpr uint32_t kStageBudget = 200u * 1024u / kCtasPerSm - kExchangeBytes - kRowGroups * 512u;
   static constexpr int kStages = kStageBudget / kStageBytes < 12 ? static_cast<int>(kStageBudget / kStageBytes) : 12;
   static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
   static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
@@ -149,10 +149,10 @@ __device__ __forceinline__ void exchange_add(const unsigned char* slot, float (&
 
 }  // namespace recurrence_detail
 
-template <int kRowGroups, int kColSplit, bool kSplitState>
-__global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit>::kThreads)
+template <int kRowGroups, int kColSplit, bool kSplitState, int kCtasPerSm = 1>
+__global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>::kThreads, kCtasPerSm)
     chunk_recurrence_kernel(RecurrenceParams p) {
-  using Layout = RecurrenceLayout<kRowGroups, kColSplit>;
+  using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
   using namespace recurrence_detail;
   using namespace frag;
   constexpr int kWarps = Layout::kWarps;
