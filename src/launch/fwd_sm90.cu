@@ -39,7 +39,7 @@ constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
 // Full grids (vsplit = 1, usually several waves of CTAs) run this many CTAs per SM: more warps to
 // hide latency, at the price of half the registers and half the stage ring each.
 #ifndef FLASH_KDA_FULL_GRID_CTAS_PER_SM
-#define FLASH_KDA_FULL_GRID_CTAS_PER_SM 2
+#define FLASH_KDA_FULL_GRID_CTAS_PER_SM 1
 #endif
 constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 
