@@ -1,0 +1,74 @@
+// The kernels' per-element math (src/kernels/sm90/gate_math.cuh), compiled for the host: the three
+// gate forms and beta against float64 closed forms, including arguments where a naive formula
+// overflows (the device build swaps in hardware exp2 / reciprocal; the GPU golden tests cover that).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "src/kernels/sm90/gate_math.cuh"
+
+namespace kda::test {
+namespace {
+
+using sm90::GateKind;
+
+double sigmoid64(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+double softplus64(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+TEST(KernelMath, BoundedGateMatchesFloat64) {
+  for (double lb : {-5.0, -1.0, -0.1})
+    for (double ea : {1.0, 0.37, 2.7})
+      for (double x = -60.0; x <= 60.0; x += 0.73) {
+        const double ref = lb * sigmoid64(ea * x);
+        const float got = sm90::gate_log_decay<GateKind::kBounded>(static_cast<float>(x), static_cast<float>(ea),
+                                                                   static_cast<float>(lb));
+        ASSERT_TRUE(std::isfinite(got)) << x;
+        EXPECT_NEAR(got, ref, 1e-6 * std::fabs(lb) + 1e-6 * std::fabs(ref)) << "lb " << lb << " x " << x;
+        EXPECT_LE(got, 0.0f);
+        EXPECT_GE(got, static_cast<float>(lb));
+      }
+}
+
+TEST(KernelMath, SoftplusGateHasNoOverflow) {
+  for (double ea : {1.0, 0.5, 3.0})
+    for (double x = -100.0; x <= 100.0; x += 0.91) {
+      const double ref = -ea * softplus64(x);
+      const float got = sm90::gate_log_decay<GateKind::kSoftplus>(static_cast<float>(x), static_cast<float>(ea), 0.0f);
+      ASSERT_TRUE(std::isfinite(got)) << x;
+      EXPECT_NEAR(got, ref, 2e-6 * std::fabs(ref) + 1e-7) << "x " << x;
+      EXPECT_LE(got, 0.0f);
+    }
+  // Far beyond fp32's exp range: still finite and ~ -x.
+  const float big = sm90::gate_log_decay<GateKind::kSoftplus>(1e30f, 1.0f, 0.0f);
+  EXPECT_TRUE(std::isfinite(big));
+  EXPECT_FLOAT_EQ(big, -1e30f);
+}
+
+TEST(KernelMath, PreactivatedGateIsTheIdentity) {
+  for (float x : {0.0f, -0.5f, -30.0f, -1e4f})
+    EXPECT_EQ(sm90::gate_log_decay<GateKind::kPreactivated>(x, 123.0f, -5.0f), x);
+}
+
+TEST(KernelMath, BetaActivation) {
+  for (double x = -50.0; x <= 50.0; x += 0.37) {
+    const float xf = static_cast<float>(x);
+    EXPECT_NEAR(sm90::beta_activation(xf, true, false), sigmoid64(x), 1e-7);
+    EXPECT_NEAR(sm90::beta_activation(xf, true, true), 2.0 * sigmoid64(x), 2e-7);
+    EXPECT_EQ(sm90::beta_activation(xf, false, false), xf);
+    EXPECT_EQ(sm90::beta_activation(xf, false, true), 2.0f * xf);
+  }
+  EXPECT_EQ(sm90::beta_activation(-std::numeric_limits<float>::infinity(), true, false), 0.0f);
+  EXPECT_EQ(sm90::beta_activation(std::numeric_limits<float>::infinity(), true, false), 1.0f);
+}
+
+TEST(KernelMath, Exp2OfDecaysStaysInRange) {
+  // The bounded-gate factorisation needs 2^{±G} finite for |G| <= 16 * 5 * log2(e).
+  const float g = 16.0f * 5.0f * sm90::kLog2e;
+  EXPECT_TRUE(std::isfinite(sm90::exp2_fast(g)));
+  EXPECT_GT(sm90::exp2_fast(-g), 0.0f);
+  EXPECT_NEAR(sm90::exp2_fast(-g) * sm90::exp2_fast(g), 1.0f, 1e-6f);
+}
+
+}  // namespace
+}  // namespace kda::test
