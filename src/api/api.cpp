@@ -15,12 +15,6 @@ namespace {
 using kda::make_error;
 using kda::make_ok;
 
-#define KDA_RETURN_IF_ERROR(expr)             \
-  do {                                        \
-    kda_status kda_s_ = (expr);               \
-    if (kda_s_.code != KDA_OK) return kda_s_; \
-  } while (0)
-
 // Compute capability 9.0 on the current device, with a message that says what was found.
 kda_status check_device(int* device_out) {
   int device = -1;

@@ -45,4 +45,11 @@ kda_status make_error(kda_status_code code, const char* fmt, ...)
 
 const char* dtype_name(kda_dtype dtype);
 
+// Returns the status of `expr` from the enclosing function unless it is KDA_OK.
+#define KDA_RETURN_IF_ERROR(expr)             \
+  do {                                        \
+    kda_status kda_s_ = (expr);               \
+    if (kda_s_.code != KDA_OK) return kda_s_; \
+  } while (0)
+
 }  // namespace kda

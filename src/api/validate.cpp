@@ -133,12 +133,6 @@ kda_status check_row_alignment(const char* name, const kda_tensor& t) {
   return make_ok();
 }
 
-#define KDA_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    kda_status kda_s_ = (expr);            \
-    if (kda_s_.code != KDA_OK) return kda_s_; \
-  } while (0)
-
 }  // namespace
 
 kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {

@@ -41,6 +41,12 @@ Errors gpu_vs_f64(RandomProblem& gpu) {
   return e;
 }
 
+// Bitwise equality of two runs' bf16 out and fp32 final state.
+void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what) {
+  EXPECT_EQ(a.out, b.out) << what;
+  EXPECT_EQ(0, std::memcmp(a.final_f32.data(), b.final_f32.data(), a.final_f32.size() * 4)) << what;
+}
+
 void expect_close(const char* what, const Errors& e, double out_tol = 5e-3, double state_tol = 5e-3) {
   std::printf("[ errors ] %-40s out %.3e final_state %.3e\n", what, e.out, e.state);
   EXPECT_EQ(e.non_finite, 0u) << what;
@@ -81,8 +87,7 @@ TEST(GpuOptions, VarlenEdgesInt32AndInt64Agree) {
   RandomProblem p32 = make_random_problem(s);
   expect_close("varlen int64", gpu_vs_f64(p64));
   ASSERT_EQ(run_on_gpu(p32.params()).code, KDA_OK);
-  EXPECT_EQ(p32.out, p64.out);
-  EXPECT_EQ(0, std::memcmp(p32.final_f32.data(), p64.final_f32.data(), p32.final_f32.size() * 4));
+  expect_identical(p32, p64, "int32 vs int64 cu_seqlens");
 }
 
 TEST(GpuOptions, SingleTokenSequencesAndEmptyBatch) {
@@ -219,8 +224,7 @@ TEST(GpuOptions, StridedInputsMatchContiguous) {
   }
   ASSERT_EQ(run_on_gpu(p.params()).code, KDA_OK);
   ASSERT_EQ(run_on_gpu(sp).code, KDA_OK);
-  EXPECT_EQ(p.out, strided.out);
-  EXPECT_EQ(0, std::memcmp(p.final_f32.data(), strided.final_f32.data(), p.final_f32.size() * 4));
+  expect_identical(p, strided, "strided vs contiguous");
 }
 
 TEST(GpuSafety, RowsOutsideSequencesAreNeverWritten) {
@@ -263,8 +267,7 @@ TEST(GpuSafety, CudaGraphCaptureAndReplay) {
   ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   dp.download_outputs();
-  EXPECT_EQ(p.out, eager.out);
-  EXPECT_EQ(0, std::memcmp(p.final_f32.data(), eager.final_f32.data(), p.final_f32.size() * 4));
+  expect_identical(p, eager, "graph replay vs eager");
 
   // New inputs into the same buffers, replay: equals an eager run on the new inputs.
   RandomProblem fresh = make_random_problem([&] { ProblemSpec t = s; t.seed = 99; return t; }());
@@ -275,8 +278,7 @@ TEST(GpuSafety, CudaGraphCaptureAndReplay) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   dp.download_outputs();
   ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
-  EXPECT_EQ(p.out, fresh.out);
-  EXPECT_EQ(0, std::memcmp(p.final_f32.data(), fresh.final_f32.data(), p.final_f32.size() * 4));
+  expect_identical(p, fresh, "graph replay on new inputs vs eager");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
@@ -332,8 +334,7 @@ TEST(GpuSafety, RepeatedRunsAreBitwiseIdentical) {
   RandomProblem b = a;
   ASSERT_EQ(run_on_gpu(a.params(), 1).code, KDA_OK);
   ASSERT_EQ(run_on_gpu(b.params(), 3).code, KDA_OK);
-  EXPECT_EQ(a.out, b.out);
-  EXPECT_EQ(0, std::memcmp(a.final_f32.data(), b.final_f32.data(), a.final_f32.size() * 4));
+  expect_identical(a, b, "one run vs three");
 }
 
 }  // namespace
