@@ -34,7 +34,7 @@ struct Chunk {
 };
 
 void load_chunk(const Problem& pr, const HeadParams<float>& hp, int64_t hv, int64_t start, int L, Chunk* c) {
-  const float scale = pr.params->scale;
+  const float scale = static_cast<float>(pr.params->scale);
   TokenInputs<float> x;
   c->L = L;
   for (int i = 0; i < C; ++i) {

@@ -210,15 +210,7 @@ void load_token(const Problem& pr, const HeadParams<R>& hp, int64_t token, int64
 // results. out_exact is [B*T, HV, V] contiguous (rows outside every sequence are not written),
 // state_exact is [N, HV, V, K]; either may be null. `out` and `final_state` of the params are
 // written as by kda_fwd_cpu.
-// `scalars` (optional) replaces the fp32 scale and lower_bound of the params by float64 values:
-// the golden vectors were computed with scale = 1/sqrt(128) and lower_bound = -0.1 in float64,
-// which fp32 does not represent (1.7e-8 relative on out, 1e-8 on long_weak_decay's state).
-struct ExactScalars {
-  double scale = 0.0;
-  double lower_bound = 0.0;
-};
-kda_status fwd_recurrence_f64_ex(const Problem& problem, int num_threads, double* out_exact, double* state_exact,
-                                 const ExactScalars* scalars = nullptr);
+kda_status fwd_recurrence_f64_ex(const Problem& problem, int num_threads, double* out_exact, double* state_exact);
 kda_status fwd_chunked_f32_ex(const Problem& problem, const ChunkedRounding& rounding, int num_threads,
                               float* out_exact, float* state_exact);
 

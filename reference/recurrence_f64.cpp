@@ -13,13 +13,11 @@ namespace kda::reference {
 
 namespace {
 
-void run_seq_head(const Problem& pr, int64_t n, int64_t hv, double* out_exact, double* state_exact,
-                  const ExactScalars* scalars) {
+void run_seq_head(const Problem& pr, int64_t n, int64_t hv, double* out_exact, double* state_exact) {
   const kda_fwd_params& p = *pr.params;
   const int64_t V = pr.V, K = pr.K;
-  const double scale = scalars != nullptr ? scalars->scale : static_cast<double>(p.scale);
-  HeadParams<double> hp = head_params<double>(pr, hv);
-  if (scalars != nullptr) hp.lower_bound = scalars->lower_bound;
+  const double scale = p.scale;
+  const HeadParams<double> hp = head_params<double>(pr, hv);
   const SeqRange range = sequence_range(pr, n);
 
   std::vector<double> S(V * K);
@@ -61,10 +59,9 @@ void run_seq_head(const Problem& pr, int64_t n, int64_t hv, double* out_exact, d
 
 }  // namespace
 
-kda_status fwd_recurrence_f64_ex(const Problem& problem, int num_threads, double* out_exact, double* state_exact,
-                                 const ExactScalars* scalars) {
+kda_status fwd_recurrence_f64_ex(const Problem& problem, int num_threads, double* out_exact, double* state_exact) {
   return for_each_seq_head(problem.N, problem.HV, num_threads, [&](int64_t n, int64_t hv) {
-    run_seq_head(problem, n, hv, out_exact, state_exact, scalars);
+    run_seq_head(problem, n, hv, out_exact, state_exact);
   });
 }
 

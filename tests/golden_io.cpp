@@ -250,14 +250,14 @@ kda_fwd_params make_params(const GoldenCase& c, const FwdPointers& ptrs) {
     const int64_t state_shape[4] = {c.N, c.HV, c.V, c.K};
     p.final_state = kda_tensor_contiguous(ptrs.final_state, ptrs.final_state_dtype, 4, state_shape);
   }
-  p.scale = static_cast<float>(c.scale);
+  p.scale = c.scale;
   if (!c.gate_in_kernel) {
     p.gate = KDA_GATE_PREACTIVATED;
   } else if (!c.has_lower_bound) {
     p.gate = KDA_GATE_SOFTPLUS;
   } else {
     p.gate = KDA_GATE_BOUNDED;
-    p.lower_bound = static_cast<float>(c.lower_bound);
+    p.lower_bound = c.lower_bound;
   }
   p.beta_sigmoid = c.beta_sigmoid ? 1 : 0;
   p.qk_l2norm = c.qk_l2norm ? 1 : 0;

@@ -82,8 +82,9 @@ typedef struct kda_fwd_params {
   kda_tensor A_log, dt_bias;
   kda_tensor initial_state, final_state;
   kda_tensor cu_seqlens;
-  float scale;          /* output scale, usually 1/sqrt(K) */
-  float lower_bound;    /* KDA_GATE_BOUNDED only: in [-5, 0) */
+  double scale;         /* output scale, usually 1/sqrt(K) (the kernels use it in fp32; the
+                           CPU float64 recurrence in float64) */
+  double lower_bound;   /* KDA_GATE_BOUNDED only: in [-5, 0) (idem) */
   kda_gate gate;
   int32_t beta_sigmoid;     /* 1: beta holds logits, b = sigmoid(beta); 0: b = beta */
   int32_t qk_l2norm;        /* 1: q and k are L2-normalised over K inside (eps 1e-6 under the sqrt) */

@@ -122,12 +122,12 @@ kda_fwd_params make_params(const char* fn, const Args& a, bool use_data) {
   p.initial_state = opt_view(fn, "initial_state", a.initial_state, use_data);
   p.final_state = opt_view(fn, "final_state", a.final_state, use_data);
   p.cu_seqlens = opt_view(fn, "cu_seqlens", a.cu_seqlens, use_data);
-  p.scale = static_cast<float>(a.scale);
+  p.scale = a.scale;
   if (!a.gate_in_kernel) {
     p.gate = KDA_GATE_PREACTIVATED;
   } else if (a.lower_bound.has_value()) {
     p.gate = KDA_GATE_BOUNDED;
-    p.lower_bound = static_cast<float>(*a.lower_bound);
+    p.lower_bound = *a.lower_bound;
   } else {
     p.gate = KDA_GATE_SOFTPLUS;
   }

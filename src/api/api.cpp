@@ -81,8 +81,8 @@ void kda_fwd_params_init(kda_fwd_params* params) {
   if (params == nullptr) return;
   std::memset(params, 0, sizeof(*params));
   params->struct_size = sizeof(kda_fwd_params);
-  params->scale = 1.0f / std::sqrt(128.0f);
-  params->lower_bound = -5.0f;
+  params->scale = 1.0 / std::sqrt(128.0);
+  params->lower_bound = -5.0;
   params->gate = KDA_GATE_BOUNDED;
   params->beta_sigmoid = 1;
   params->qk_l2norm = 1;

@@ -200,14 +200,14 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "gate: expected KDA_GATE_BOUNDED (0), KDA_GATE_SOFTPLUS (1) or KDA_GATE_PREACTIVATED (2), got %d",
                       static_cast<int>(p->gate));
-  if (p->gate == KDA_GATE_BOUNDED && !(p->lower_bound >= -5.0f && p->lower_bound < 0.0f))
+  if (p->gate == KDA_GATE_BOUNDED && !(p->lower_bound >= -5.0 && p->lower_bound < 0.0))
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "lower_bound: expected a value in [-5, 0) for the bounded gate (use the softplus gate, "
                       "lower_bound=None, for an unbounded decay), got %g",
-                      static_cast<double>(p->lower_bound));
+                      p->lower_bound);
   if (!std::isfinite(p->scale))
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "scale: expected a finite value, got %g",
-                      static_cast<double>(p->scale));
+                      p->scale);
   pr.has_A_log = present(p->A_log);
   pr.has_dt_bias = present(p->dt_bias);
   if (pr.has_A_log) {

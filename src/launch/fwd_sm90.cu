@@ -152,8 +152,8 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
     pp.beta_sigmoid = a.beta_sigmoid != 0;
     pp.qk_l2norm = a.qk_l2norm != 0;
     pp.allow_neg_eigval = a.allow_neg_eigval != 0;
-    pp.scale = a.scale;
-    pp.lower_bound = a.lower_bound;
+    pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
+    pp.lower_bound = static_cast<float>(a.lower_bound);
     pp.records = records;
     kda_status st;
     switch (a.gate) {
