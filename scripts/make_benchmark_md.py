@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--commit", required=True)
     ap.add_argument("--device", default="NVIDIA H200")
     ap.add_argument("--command", required=True)
+    ap.add_argument("--python-note", default="", help="where and when the --python JSON was measured")
     ap.add_argument("--out", default="BENCHMARK_H200.md")
     a = ap.parse_args()
     rows = read_lines(a.bench)
@@ -97,12 +98,17 @@ def main():
         "  median of 50 CUDA-graph replays of the same call (kernel time without host overhead).",
         "- floor = bytes that must move / 4.27 TB/s; FlashKDA and FLA (file) times are the anchors of",
         "  `bench/cases.json` (same GPU model, measured 2026-11-29); FLA (this run) is flash-linear-attention's",
-        "  Triton `chunk_kda` measured in the same session by `benchmarks/bench_python.py`, where run.",
+        "  Triton `chunk_kda` measured in the same session by `benchmarks/bench_python.py`, where run"
+        + (f" ({a.python_note})." if a.python_note else "."),
         "",
     ]
     titles = {"prefill": "Prefill cases", "prefill_small_heads": "Prefill, small head counts (cudnn-frontend shapes)"}
     for g, rs in groups.items():
         text += [f"## {titles.get(g, g)}", "", table(rs, fla_now), ""]
+    sp = [r["flashkda_ms"] / r["ms"] for r in rows]
+    text += ["## All cases", "",
+             f"Geometric mean speedup over FlashKDA over all {len(rows)} cases: **{geomean(sp):.2f}×**; "
+             f"slowest case {min(sp):.2f}×; every case at or below FlashKDA's time: {'yes' if min(sp) >= 1 else 'no'}.", ""]
     with open(a.out, "w") as f:
         f.write("\n".join(text))
     print(f"wrote {a.out}")
