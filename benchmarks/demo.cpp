@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
   std::printf("%-34s %10.3f ms\n", gpu ? "kda_fwd (GPU)" : "kda_fwd_cpu (chunked f32)", ms);
   std::printf("%-34s %10.3f ms\n", "reference kda_fwd_cpu (f64)", ref_ms);
   std::printf("out         rel L2 error %.3e   (limit 4e-3; against the oracle's bf16 out, so the output\n"
-              "                                   rounding, ~1.1e-3 against float64 values, is not counted)\n",
+              "                                   rounding, ~1.65e-3 against float64 values, is not counted)\n",
               out_err);
   std::printf("final_state rel L2 error %.3e   (limit 3e-3)\n", fin_err);
   std::printf("non-finite values: %zu\n", bad);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU verification in one call, for the GPU machine (H200):
 #   build      configure + build the library, tests and benchmark (skipped when BUILD holds a build)
-#   tests      host tests and GPU tests (golden cases, options matrix, safety, PTX layer)
+#   tests      host tests, GPU tests (golden cases, options matrix, safety, PTX layer), the demo
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
@@ -56,7 +56,10 @@ stage_tests() {
   done
   timeout 900 "$BUILD/tests/gpu/test_gpu" --gtest_output="xml:$LOG/test_gpu.xml" >"$LOG/test_gpu.log" 2>&1 || rc=$((rc + 1))
   grep -E "^\[ (errors|check) \]|FAILED|PASSED|SKIPPED" "$LOG/test_gpu.log" | head -80
-  record tests $rc "logs: test_*.log, test_gpu.log, test_gpu.xml"
+  # The README's main job: the demo on the GPU, checked against the float64 CPU recurrence.
+  timeout 300 "$BUILD/benchmarks/flash_kda_demo" >"$LOG/demo.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/demo.log"
+  record tests $rc "logs: test_*.log, test_gpu.log, test_gpu.xml, demo.log"
 }
 
 stage_sanitizer() {
