@@ -1,5 +1,5 @@
 // The chunk record: what the preparation kernel writes for one (chunk, value head) and the
-// recurrence kernel copies into shared memory with one bulk copy. Layout (bytes):
+// recurrence kernel copies into shared memory (cp.async, 16 bytes per lane and step). Layout (bytes):
 //
 //   offset  size   what                      layout
 //   0       4096   Wd = Tb·Kd      bf16     [16 rows][16 chunks of 8], chunk c of row i stored at c ^ (i % 8)
@@ -50,7 +50,7 @@ struct ChunkRecord {
   }
 };
 
-static_assert(ChunkRecord::kBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
+static_assert(ChunkRecord::kBytes % 16 == 0, "copied in 16-byte pieces");
 static_assert(ChunkRecord::kPLoOffset + 512 == ChunkRecord::kBytes, "record layout is contiguous");
 
 }  // namespace kda::sm90

@@ -19,7 +19,7 @@
 //         kStages-deep ring of stages, completing on full[stage] (one arrival per lane);
 //         consumers release a stage with one arrive per warp on empty[stage]. (cp.async rather than
 //         bulk copies: the values come in 16 strided rows, one copy-engine request each.)
-// Shared: kStages (7 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
+// Shared: kStages (9 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
 //         rows padded by 16 bytes so ldmatrix is conflict-free), per row group a 16x16 bf16 output
 //         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
 //         barriers.
