@@ -207,17 +207,21 @@ Result run_case(const Case& c, int iters) {
   CUDA_OK(cudaEventCreate(&e1));
   for (int i = 0; i < 10; ++i) call(i);
   CUDA_OK(cudaStreamSynchronize(stream));
-  std::vector<double> eager;
-  for (int i = 0; i < iters; ++i) {
-    CUDA_OK(cudaEventRecord(e0, stream));
-    call(i);
-    CUDA_OK(cudaEventRecord(e1, stream));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-    eager.push_back(ms);
-  }
-  res.eager_ms = median(eager);
+  // Median over `iters` of the CUDA-event time around launch(i).
+  auto median_ms = [&](auto launch) {
+    std::vector<double> times;
+    for (int i = 0; i < iters; ++i) {
+      CUDA_OK(cudaEventRecord(e0, stream));
+      launch(i);
+      CUDA_OK(cudaEventRecord(e1, stream));
+      CUDA_OK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+      times.push_back(ms);
+    }
+    return median(times);
+  };
+  res.eager_ms = median_ms(call);
 
   // Kernel time: one graph per input set, replayed.
   std::vector<cudaGraphExec_t> execs(res.sets);
@@ -230,17 +234,7 @@ Result run_case(const Case& c, int iters) {
     CUDA_OK(cudaGraphDestroy(graph));
   }
   for (int i = 0; i < 5; ++i) CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream));
-  std::vector<double> replay;
-  for (int i = 0; i < iters; ++i) {
-    CUDA_OK(cudaEventRecord(e0, stream));
-    CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream));
-    CUDA_OK(cudaEventRecord(e1, stream));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-    replay.push_back(ms);
-  }
-  res.graph_ms = median(replay);
+  res.graph_ms = median_ms([&](int i) { CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream)); });
 
   unsigned long long* count;
   CUDA_OK(cudaMalloc(&count, 8));

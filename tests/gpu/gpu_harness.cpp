@@ -6,6 +6,7 @@
 
 #include "reference/common.h"
 #include "src/api/problem.h"
+#include "tests/golden_io.h"
 
 namespace kda::test {
 
@@ -112,6 +113,32 @@ kda_status run_on_gpu(const kda_fwd_params& host, int repeats) {
   }
   dp.download_outputs();
   return st;
+}
+
+GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params&)>& adjust) {
+  RandomProblem ref = gpu;
+  kda_fwd_params gp = gpu.params(), rp = ref.params();
+  if (adjust) {
+    adjust(gp);
+    adjust(rp);
+  }
+  const kda_status st = run_on_gpu(gp);
+  if (st.code != KDA_OK) throw std::runtime_error(st.message);
+  const ExactReference exact = reference_f64(rp);
+  GpuErrors e;
+  const std::vector<double> out = bf16_to_f64(gpu.out);
+  e.out = rel_l2(out, exact.out);  // rows outside every sequence are 0 on both sides
+  e.non_finite = count_non_finite(out);
+  if (gpu.spec.final_state == KDA_DTYPE_F32) {
+    const std::vector<double> state = f32_to_f64(gpu.final_f32);
+    e.state = rel_l2(state, exact.final_state);
+    e.non_finite += count_non_finite(state);
+  } else if (gpu.spec.final_state == KDA_DTYPE_BF16) {
+    const std::vector<double> state = bf16_to_f64(gpu.final_bf16);
+    e.state = rel_l2(state, exact.final_state);
+    e.non_finite += count_non_finite(state);
+  }
+  return e;
 }
 
 ExactReference reference_f64(const kda_fwd_params& host) {

@@ -6,10 +6,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "tests/random_problem.h"
 
 namespace kda::test {
 
@@ -57,6 +59,15 @@ struct ExactReference {
   std::vector<double> out, final_state;
 };
 ExactReference reference_f64(const kda_fwd_params& host);
+
+// Relative L2 errors of a GPU run against the float64 recurrence, and the non-finite count.
+struct GpuErrors {
+  double out = 0, state = 0;
+  size_t non_finite = 0;
+};
+// Runs `gpu` on the GPU (writing its out / final state) and a copy on the CPU float64 recurrence,
+// both with params() passed through `adjust` when given (flags beyond ProblemSpec).
+GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params&)>& adjust = {});
 
 // Element size of a dtype in bytes.
 size_t dtype_bytes(kda_dtype dtype);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "reference/common.h"
 #include "tests/golden_io.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/random_problem.h"
@@ -16,30 +17,7 @@
 namespace kda::test {
 namespace {
 
-struct Errors {
-  double out = 0, state = 0;
-  size_t non_finite = 0;
-};
-
-// Runs `spec` on the GPU and on the CPU float64 recurrence; errors of the GPU result.
-Errors gpu_vs_f64(RandomProblem& gpu) {
-  RandomProblem ref = gpu;
-  const kda_status st = run_on_gpu(gpu.params());
-  EXPECT_EQ(st.code, KDA_OK) << st.message;
-  const ExactReference exact = reference_f64(ref.params());
-  Errors e;
-  std::vector<double> out = bf16_to_f64(gpu.out);
-  // Rows outside every sequence are compared as 0 in the exact reference: only when covered.
-  e.out = rel_l2(out, exact.out);
-  e.non_finite = count_non_finite(out);
-  if (gpu.spec.final_state == KDA_DTYPE_F32) {
-    e.state = rel_l2(f32_to_f64(gpu.final_f32), exact.final_state);
-    e.non_finite += count_non_finite(f32_to_f64(gpu.final_f32));
-  } else if (gpu.spec.final_state == KDA_DTYPE_BF16) {
-    e.state = rel_l2(bf16_to_f64(gpu.final_bf16), exact.final_state);
-  }
-  return e;
-}
+using Errors = GpuErrors;
 
 // Bitwise equality of two runs' bf16 out and fp32 final state.
 void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what) {
@@ -141,37 +119,25 @@ TEST(GpuOptions, GateFormsAndFlags) {
     s.seed = 40 + flags;
     RandomProblem p = make_random_problem(s);
     const bool neg = flags & 1, no_l2 = flags & 2;
-    kda_fwd_params prm = p.params();
     // Without the in-kernel L2 norm, feed unit-norm q and k.
     if (no_l2) {
       for (auto* buf : {&p.q, &p.k})
         for (size_t row = 0; row < buf->size() / 128; ++row) {
           double ss = 0;
           for (int c = 0; c < 128; ++c) {
-            const double x = bf16_to_f64({(*buf)[row * 128 + c]})[0];
+            const double x = reference::bf16_to_float((*buf)[row * 128 + c]);
             ss += x * x;
           }
           for (int c = 0; c < 128; ++c) {
-            const float x = static_cast<float>(bf16_to_f64({(*buf)[row * 128 + c]})[0] / std::sqrt(ss));
-            uint32_t u;
-            std::memcpy(&u, &x, 4);
-            (*buf)[row * 128 + c] = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            const double x = reference::bf16_to_float((*buf)[row * 128 + c]);
+            (*buf)[row * 128 + c] = reference::float_to_bf16(static_cast<float>(x / std::sqrt(ss)));
           }
         }
     }
-    RandomProblem ref = p;
-    prm = p.params();
-    prm.allow_neg_eigval = neg;
-    prm.qk_l2norm = !no_l2;
-    ASSERT_EQ(run_on_gpu(prm).code, KDA_OK);
-    kda_fwd_params rprm = ref.params();
-    rprm.allow_neg_eigval = neg;
-    rprm.qk_l2norm = !no_l2;
-    const ExactReference exact = reference_f64(rprm);
-    Errors e;
-    e.out = rel_l2(bf16_to_f64(p.out), exact.out);
-    e.state = rel_l2(f32_to_f64(p.final_f32), exact.final_state);
-    e.non_finite = count_non_finite(bf16_to_f64(p.out));
+    const Errors e = gpu_vs_f64(p, [&](kda_fwd_params& prm) {
+      prm.allow_neg_eigval = neg;
+      prm.qk_l2norm = !no_l2;
+    });
     char name[64];
     std::snprintf(name, sizeof(name), "allow_neg_eigval=%d qk_l2norm=%d", neg, !no_l2);
     expect_close(name, e);

@@ -72,6 +72,12 @@ namespace recurrence_detail {
 
 using ptx::Frag;
 
+// Element offset in a [V, K] state of the pair (c[2h], c[2h+1]) of C fragment n-tile `nt`, rows v0..v0+15.
+__device__ __forceinline__ int64_t state_index(int v0, int nt, int h, int lane) {
+  const int row = v0 + Frag::grp(lane) + 8 * h;
+  return static_cast<int64_t>(row) * 128 + nt * 8 + 2 * Frag::qid(lane);
+}
+
 // This warp's state: kTiles C fragments, n-tile nt0 + i covering key columns 8·(nt0 + i) .. +8 of
 // rows v0 .. v0+15; zeros when base is null.
 template <int kTiles>
@@ -81,9 +87,7 @@ __device__ __forceinline__ void load_state(float (&S)[kTiles][4], const void* ba
   for (int i = 0; i < kTiles; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = v0 + Frag::grp(lane) + 8 * h;
-      const int col = (nt0 + i) * 8 + 2 * Frag::qid(lane);
-      const int64_t idx = static_cast<int64_t>(row) * 128 + col;
+      const int64_t idx = state_index(v0, nt0 + i, h, lane);
       if (base == nullptr) {
         S[i][2 * h] = S[i][2 * h + 1] = 0.0f;
       } else if (is_f32) {
@@ -106,9 +110,7 @@ __device__ __forceinline__ void store_state(const float (&S)[kTiles][4], void* b
   for (int i = 0; i < kTiles; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = v0 + Frag::grp(lane) + 8 * h;
-      const int col = (nt0 + i) * 8 + 2 * Frag::qid(lane);
-      const int64_t idx = static_cast<int64_t>(row) * 128 + col;
+      const int64_t idx = state_index(v0, nt0 + i, h, lane);
       if (is_f32) {
         *reinterpret_cast<float2*>(static_cast<float*>(base) + idx) = make_float2(S[i][2 * h], S[i][2 * h + 1]);
       } else {
