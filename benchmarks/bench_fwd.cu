@@ -7,7 +7,8 @@
 // then the median of graph replays of the same call (kernel time without host overhead). Writes
 // one JSON object per case (--json PATH) for scripts/make_benchmark_md.py and prints a table.
 //
-// Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME]
+// Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]]
+//        [--context-split N]   (kda_fwd_params.context_split: 0 automatic, 1 off, N segments)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -118,7 +119,7 @@ struct Result {
   int sets = 1;
 };
 
-Result run_case(const Case& c, int iters) {
+Result run_case(const Case& c, int iters, int context_split) {
   const bool varlen = c.seq_lens.size() > 1;
   const int64_t B = varlen ? 1 : c.B;
   int64_t T = 0;
@@ -182,6 +183,7 @@ Result run_case(const Case& c, int iters) {
     if (varlen) p.cu_seqlens = kda_tensor_contiguous(cu, KDA_DTYPE_I64, 1, cu_shape);
     p.lower_bound = -5.0f;
     p.scale = 1.0f / std::sqrt(128.0f);
+    p.context_split = context_split;
   }
   size_t ws_bytes = 0;
   kda_status st = kda_fwd_workspace_size(&params[0], &ws_bytes);
@@ -256,11 +258,24 @@ Result run_case(const Case& c, int iters) {
   return res;
 }
 
+// Whether `name` contains one of the comma-separated parts of `filter` (an empty filter matches).
+bool matches(const std::string& filter, const std::string& name) {
+  if (filter.empty()) return true;
+  size_t start = 0;
+  while (start <= filter.size()) {
+    const size_t end = std::min(filter.find(',', start), filter.size());
+    const std::string part = filter.substr(start, end - start);
+    if (!part.empty() && name.find(part) != std::string::npos) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string cases_path, json_path, filter;
-  int iters = 50;
+  int iters = 50, context_split = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -268,8 +283,11 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--iters") iters = std::max(5, std::atoi(next().c_str()));
     else if (a == "--filter") filter = next();
+    else if (a == "--context-split") context_split = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] [--context-split N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -288,8 +306,8 @@ int main(int argc, char** argv) {
   double log_sum = 0;
   int n = 0;
   for (const Case& c : read_cases(cases_path)) {
-    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
-    const Result r = run_case(c, iters);
+    if (!matches(filter, c.name)) continue;
+    const Result r = run_case(c, iters, context_split);
     const double speedup = c.flashkda_ms / r.eager_ms;
     log_sum += std::log(speedup);
     ++n;

@@ -5,6 +5,7 @@ set(FLASH_KDA_SOURCES
   src/api/validate.cpp
   # launchers: the only host code that knows grids, shared memory sizes and workspace layout
   src/launch/fwd_sm90.cu
+  src/launch/plan.cpp
   # CPU reference (sees only the public header)
   reference/recurrence_f64.cpp
   reference/chunked_f32.cpp

@@ -5,6 +5,8 @@
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
+#   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
+#              (SWEEP_SPLITS; 0 = the automatic plan): calibrates src/launch/plan.cpp
 #   python     pip install of the flash_kda package, pytest (FLA comparison when FLA is present)
 #   pybench    Python benchmark: this package and FLA's Triton kernels in one run (FLA_CASES)
 # Usage: scripts/gpu_verify.sh [stage ...]     (default: build tests sanitizer bench python pybench)
@@ -68,7 +70,7 @@ stage_sanitizer() {
   # a run that reuses the recurrence's stage ring (see docs/performance_notes.md on its reports).
   local rc=0 tool r
   local golden='Golden/GoldenGpu.*/basic:Golden/GoldenGpu.*/varlen_edges:Golden/GoldenGpu.*/gva:Golden/GoldenGpu.*/softplus_gate:Ptx.*'
-  local all="$golden:GpuOptions.EveryValueRowSplit"
+  local all="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:GpuContext.VarlenInt32AndInt64Agree"
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$golden
@@ -111,6 +113,18 @@ stage_profile() {
       sed -E 's/.*(chunk_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
   done
   record profile $rc "logs: profile_*.log"
+}
+
+stage_cpsweep() {
+  local rc=0 n
+  local cases=${SWEEP_CASES:-T8192_H8,T65536_H8,T32768_H32,T2048_H12_N1,T1024_H4_N1,T8192_H24_N1,T8192_H16_N1,T512_H32}
+  for n in ${SWEEP_SPLITS:-1 0 2 3 4 5 7 9 13 17}; do
+    echo "--- context_split $n"
+    timeout 300 "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$cases" --iters 20 \
+      --context-split "$n" >"$LOG/cpsweep_$n.log" 2>&1 || rc=$((rc + 1))
+    grep -vE "^(device|case|geometric)" "$LOG/cpsweep_$n.log" | awk '{printf "%s %s  ", $1, $3} END {print ""}'
+  done
+  record cpsweep $rc "logs: cpsweep_*.log (columns: case, graph ms)"
 }
 
 stage_python() {

@@ -58,6 +58,7 @@ kda_fwd_params RandomProblem::params() {
   const ProblemSpec& s = spec;
   kda_fwd_params p;
   kda_fwd_params_init(&p);
+  p.context_split = s.context_split;
   const int64_t qk_shape[4] = {s.B, s.T, s.H, D}, v_shape[4] = {s.B, s.T, s.HV, D};
   const int64_t state_shape[4] = {N, s.HV, D, D};
   p.q = kda_tensor_contiguous(q.data(), KDA_DTYPE_BF16, 4, qk_shape);

@@ -19,6 +19,7 @@ struct ProblemSpec {
   kda_dtype final_state = KDA_DTYPE_F32;    // KDA_DTYPE_NONE: not requested
   std::vector<int64_t> cu_seqlens;          // empty: N = B sequences of T tokens
   kda_dtype cu_dtype = KDA_DTYPE_I64;
+  int32_t context_split = 0;  // kda_fwd_params.context_split (GPU plan; 0 = automatic)
   float g_scale = 1.0f;  // g ~ N(0, g_scale²); PREACTIVATED: g = -|N(0, g_scale²)|
   uint64_t seed = 1;
 };

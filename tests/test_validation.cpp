@@ -161,6 +161,20 @@ TEST_F(Validation, GateEnum) {
   p_.gate = static_cast<kda_gate>(7);
   ExpectInvalid({"gate: expected KDA_GATE_BOUNDED (0)", "KDA_GATE_PREACTIVATED (2)", "got 7"});
 }
+TEST_F(Validation, ContextSplitNegative) {
+  p_.context_split = -1;
+  ExpectInvalid({"context_split: expected 0 (automatic), 1 (off) or a segment count in [2, 64]", "got -1"});
+}
+TEST_F(Validation, ContextSplitTooLarge) {
+  p_.context_split = 65;
+  ExpectInvalid({"context_split:", "[2, 64]", "got 65"});
+}
+TEST_F(Validation, ContextSplitInRangeIsAccepted) {
+  for (int n : {0, 1, 2, 64}) {
+    p_.context_split = n;
+    EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << n;
+  }
+}
 TEST_F(Validation, LowerBoundBelowRange) { p_.lower_bound = -6.0f; ExpectInvalid({"lower_bound: expected a value in [-5, 0)", "got -6"}); }
 TEST_F(Validation, LowerBoundZero) { p_.lower_bound = 0.0f; ExpectInvalid({"lower_bound: expected a value in [-5, 0)", "got 0"}); }
 TEST_F(Validation, LowerBoundPositive) { p_.lower_bound = 0.5f; ExpectInvalid({"lower_bound:", "[-5, 0)", "got 0.5"}); }

@@ -94,6 +94,11 @@ typedef struct kda_fwd_params {
      stream and cannot be used under CUDA-graph capture. Without it, bad contents never cause an
      out-of-bounds access: each sequence is clamped to [0, B*T]. */
   int32_t check_cu_seqlens;
+  /* Intra-card context parallelism (GPU only; the CPU paths ignore it): 0 = automatic (long
+     sequences with few heads are split into segments when that is faster on this GPU); 1 = never;
+     n in [2, 64] = split every sequence into n segments. Results differ between plans by rounding
+     only (each plan is deterministic); the workspace size depends on the plan. */
+  int32_t context_split;
 } kda_fwd_params;
 
 typedef enum kda_status_code {
@@ -117,7 +122,8 @@ void kda_fwd_params_init(kda_fwd_params* params);
 /* A contiguous (row-major) tensor view of the given shape. */
 kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, const int64_t* shape);
 
-/* Bytes of device workspace kda_fwd needs for these shapes (depends only on shapes and options).
+/* Bytes of device workspace kda_fwd needs for these shapes (depends on shapes, options and, through
+   the automatic context_split, the current device's SM count).
    Validates params like kda_fwd, without looking at pointers' memory. */
 kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes);
 

@@ -1,16 +1,22 @@
 // SM90 forward launcher: workspace layout, grid and shared-memory sizes, kernel selection.
 // The only host code that knows the kernels (src/kernels/sm90/*).
 //
-// Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), then 256 bytes for the opt-in
-// cu_seqlens check. Two launches on the caller's stream: chunk_prep_kernel (token-parallel) writes
-// the records, chunk_recurrence_kernel (sequence-parallel) reads them. No allocation, no
-// synchronisation, no host read of device data (except the opt-in check).
+// Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), 256 bytes for the opt-in
+// cu_seqlens check, then (context parallelism only) the float32 segment states and transitions
+// (plan.h). Launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
+// chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
+// in two passes around context_combine_kernel. No allocation, no synchronisation, no host read of
+// device data (except the opt-in check).
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "src/kernels/sm90/chunk_prep_kernel.cuh"
 #include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
+#include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
 #include "src/launch/launch.h"
+#include "src/launch/plan.h"
 
 namespace kda::sm90 {
 namespace {
@@ -50,6 +56,9 @@ int64_t num_vchunks(const Problem& pr) {
 size_t records_bytes(const Problem& pr) {
   return static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * ChunkRecord::kBytes;
 }
+
+// Offset of the context-parallel area: after the records and the check word, 256-byte aligned.
+size_t context_offset(const Problem& pr) { return (records_bytes(pr) + kCheckBytes + 255) / 256 * 256; }
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
   SequenceLayout s;
@@ -104,19 +113,36 @@ int sm_count() {
   return count;
 }
 
-// Slices of the 128 value rows per (sequence, head): more slices give more independent chains
-// (CTAs) when sequences x heads leave SMs idle, at the price of re-reading each chunk record once
-// per slice (from L2). Largest of 1, 2, 4, 8 keeping CTAs <= SMs, so that a split CTA has an SM
-// (and its ~200 KB stage ring) to itself.
-int choose_vsplit(int64_t units, int sms) {
-  int vsplit = 1;
-  while (vsplit < 8 && units * vsplit * 2 <= sms) vsplit *= 2;
-  return vsplit;
+// The recurrence plan (plan.h) for this problem on the current device. Slices of the 128 value rows
+// per (sequence, head) give more independent chains (CTAs) when sequences x heads leave SMs idle,
+// at the price of re-reading each chunk record once per slice (from L2); context parallelism
+// splits long sequences into segments. The chain length is the longest possible sequence (B*T
+// tokens when packed: the host never reads cu_seqlens).
+RecurrencePlan make_plan(const Problem& pr) {
+  const int64_t tokens = pr.varlen ? pr.T_total : pr.T;
+  return plan_recurrence(pr.N * pr.HV, (tokens + 15) / 16, sm_count(), pr.params->context_split);
+}
+
+// chunk_recurrence_kernel with the configuration for `vsplit` value-row slices: warps per CTA =
+// 128 / vsplit value rows in groups of 16; when the grid leaves SMs idle (vsplit > 1),
+// kColumnSplit warps share each row group's key columns (shorter critical path per chunk, at the
+// price of an exchange of partial sums).
+kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream) {
+  constexpr int kCs = kColumnSplit;
+  switch (rp.vsplit) {
+    case 1: return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream);
+    case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream);
+    case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
+    default: return launch_recurrence<1, kCs>(rp, ctas, stream);
+  }
 }
 
 }  // namespace
 
-size_t fwd_workspace_bytes(const Problem& pr) { return records_bytes(pr) + kCheckBytes; }
+size_t fwd_workspace_bytes(const Problem& pr) {
+  const size_t cp = context_workspace_bytes(pr.N * pr.HV, make_plan(pr));
+  return cp == 0 ? records_bytes(pr) + kCheckBytes : context_offset(pr) + cp;
+}
 
 kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, kda_stream_t stream_handle) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
@@ -126,8 +152,8 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
 
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
-  const int vsplit = choose_vsplit(units, sm_count());
-  if (units * vsplit > 0x7fffffff)
+  const RecurrencePlan plan = make_plan(pr);
+  if (std::max(first_pass_ctas(units, plan), second_pass_ctas(units, plan)) > 0x7fffffff)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: N x HV = %lld (sequences x value heads) is too large for one grid",
                       static_cast<long long>(units));
 
@@ -175,19 +201,33 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.initial_is_f32 = a.initial_state.dtype == KDA_DTYPE_F32;
   rp.final_is_f32 = a.final_state.dtype == KDA_DTYPE_F32;
   rp.HV = static_cast<int32_t>(pr.HV);
-  rp.vsplit = vsplit;
   rp.records = records;
-  const int64_t ctas = units * vsplit;
-  // Warps per CTA: 128 / vsplit value rows in groups of 16; when the grid leaves SMs idle
-  // (vsplit > 1), kColumnSplit warps share each row group's key columns (shorter critical path
-  // per chunk, at the price of an exchange of partial sums).
-  constexpr int kCs = kColumnSplit;
-  switch (vsplit) {
-    case 1: return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream);
-    case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream);
-    case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
-    default: return launch_recurrence<1, kCs>(rp, ctas, stream);
+  rp.segments = plan.segments;
+  if (plan.segments == 1) {
+    rp.pass = RecurrencePass::kWhole;
+    rp.vsplit = plan.vsplit_first;
+    rp.cp_states = rp.cp_transitions = nullptr;
+    return launch_recurrence_for(rp, first_pass_ctas(units, plan), stream);
   }
+  // Context parallelism: pass 1, the combine (P >= 3), pass 2.
+  const int64_t state_elems = 128 * 128;
+  rp.cp_states = reinterpret_cast<float*>(records + context_offset(pr));
+  rp.cp_transitions = rp.cp_states + units * (plan.segments - 1) * state_elems;
+  rp.pass = RecurrencePass::kFirst;
+  rp.vsplit = plan.vsplit_first;
+  KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream));
+  if (plan.segments >= 3) {
+    CombineParams cb;
+    cb.cp_states = rp.cp_states;
+    cb.cp_transitions = rp.cp_transitions;
+    cb.segments = plan.segments;
+    context_combine_kernel<<<static_cast<unsigned>(units * (128 / kCombineRows)), kCombineThreads, 0, stream>>>(cb);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return cuda_error("context_combine_kernel launch", err);
+  }
+  rp.pass = RecurrencePass::kSecond;
+  rp.vsplit = plan.vsplit_second;
+  return launch_recurrence_for(rp, second_pass_ctas(units, plan), stream);
 }
 
 kda_status check_cu_seqlens(const Problem& pr, void* workspace, kda_stream_t stream_handle) {

@@ -8,7 +8,8 @@
 
 namespace kda::sm90 {
 
-// Device workspace the forward pass needs; a function of shapes and options only.
+// Device workspace the forward pass needs: a function of shapes, options and the current device's
+// SM count (through the recurrence plan, plan.h).
 size_t fwd_workspace_bytes(const Problem& problem);
 
 // Enqueues the forward pass on `stream`. Preconditions: `problem` validated for the device, the

@@ -155,6 +155,7 @@ TEST(GpuOptions, EveryValueRowSplit) {
     s.T = 200;
     s.H = s.HV = h;
     s.seed = 50 + h;
+    s.context_split = 1;  // the one-pass plan (tests/gpu/test_gpu_context.cpp covers the others)
     RandomProblem p = make_random_problem(s);
     char name[64];
     std::snprintf(name, sizeof(name), "N x HV = %lld, T = 200", static_cast<long long>(h));

@@ -5,7 +5,10 @@
 // computed transposed (rows = value rows v): Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ (S as the A operand),
 // Uᵀ = Vcᵀ·Tbᵀ − Xᵀ, Oᵀ = Vcᵀ·Pᵀ + Oinᵀ, then S·Diag(Γ) + Uᵀ·Kr with S as the accumulator.
 //
-// Grid:   N·HV·vsplit CTAs; CTA x -> (sequence, value head, slice) = (x / vsplit / HV, x / vsplit % HV, x % vsplit).
+// Grid:   per (sequence, value head) vsplit CTAs (one per slice of value rows), or for the passes
+//         of context parallelism the CTAs of recurrence_task.cuh, each walking a range of chunks
+//         (a segment) from a given start state; a transition CTA runs the identity with zero
+//         values and writes no outputs.
 // Block:  kRowGroups x kColSplit consumer warps + 1 producer warp. Row group rg owns value rows
 //         [slice·16·kRowGroups + 16·rg, +16); within it, warp cp owns key columns
 //         [cp·128/kColSplit, +128/kColSplit) of those rows' state, as 16/kColSplit mma C fragments.
@@ -35,6 +38,7 @@
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/record_fragments.cuh"
+#include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/cp_async.cuh"
@@ -121,6 +125,19 @@ __device__ __forceinline__ void store_state(const float (&S)[kTiles][4], void* b
   }
 }
 
+// The identity rows v0 .. v0+15 (as state rows) over this warp's kTiles n-tiles.
+template <int kTiles>
+__device__ __forceinline__ void identity_state(float (&S)[kTiles][4], int v0, int nt0, int lane) {
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = v0 + Frag::grp(lane) + 8 * (e >> 1);
+      const int col = (nt0 + i) * 8 + 2 * Frag::qid(lane) + (e & 1);
+      S[i][e] = row == col ? 1.0f : 0.0f;
+    }
+}
+
 // Synchronises the `threads` threads of named barrier `id` (1..15; 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -166,13 +183,12 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
-  const int slice = blockIdx.x % p.vsplit;
-  const int unit = blockIdx.x / p.vsplit;
-  const int hv = unit % p.HV;
-  const int seq = unit / p.HV;
-  const SequenceSpan span = sequence_span(p.seq, seq);
-  const int nchunks = (span.len + 15) / 16;
-  const int row0 = slice * Layout::kRows;  // first value row of this CTA
+  const RecurrenceTask task = recurrence_task(p, blockIdx.x);
+  const int hv = task.hv;
+  const SequenceSpan& span = task.span;
+  const int c0 = task.c0, steps = task.c1 - task.c0;
+  const bool transition = task.transition, write_out = task.write_out;
+  const int row0 = task.slice * Layout::kRows;  // first value row of this CTA
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
@@ -195,21 +211,24 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     constexpr int kPiecesPerRow = Layout::kRows * 2 / 16;
     constexpr int kValuePieces = 16 * kPiecesPerRow;
     static_assert(kValuePieces % 32 == 0, "whole warp steps");
-    for (int c = 0; c < nchunks; ++c) {
-      const int s = c % Layout::kStages;
-      const int use = c / Layout::kStages;
+    for (int i = 0; i < steps; ++i) {
+      const int c = c0 + i;
+      const int s = i % Layout::kStages;
+      const int use = i / Layout::kStages;
       const int L = min(16, span.len - c * 16);
       unsigned char* stage = smem + s * Layout::kStageBytes;
       if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
       const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
       for (int k = lane; k < kRecordPieces; k += 32) ptx::cp_async_16_zfill(stage + 16 * k, rec + 16 * k, true);
+      if (!transition) {  // a transition runs on zero values: it never reads the value stage
 #pragma unroll
-      for (int k = lane; k < kValuePieces; k += 32) {
-        const int row = k / kPiecesPerRow, piece = k % kPiecesPerRow;
-        const bool valid = row < L;
-        const int64_t t = span.t0 + c * 16 + (valid ? row : 0);
-        const uint16_t* src = p.v + span.batch * p.v_st.b + t * p.v_st.t + hv * p.v_st.h + row0 + 8 * piece;
-        ptx::cp_async_16_zfill(stage + Layout::kValueOffset + row * Layout::kValueRowBytes + 16 * piece, src, valid);
+        for (int k = lane; k < kValuePieces; k += 32) {
+          const int row = k / kPiecesPerRow, piece = k % kPiecesPerRow;
+          const bool valid = row < L;
+          const int64_t t = span.t0 + c * 16 + (valid ? row : 0);
+          const uint16_t* src = p.v + span.batch * p.v_st.b + t * p.v_st.t + hv * p.v_st.h + row0 + 8 * piece;
+          ptx::cp_async_16_zfill(stage + Layout::kValueOffset + row * Layout::kValueRowBytes + 16 * piece, src, valid);
+        }
       }
       ptx::cp_async_arrive_noinc(&full[s]);
     }
@@ -221,19 +240,19 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   const int cp = warp % kColSplit;  // column part
   const int v0 = row0 + 16 * rg;    // first value row of this warp
   const int nt0 = cp * kTiles;      // first state n-tile of this warp
-  const int64_t state_off = (static_cast<int64_t>(seq) * p.HV + hv) * 128 * 128;
   float S[kTiles][4];
-  load_state<kTiles>(S, p.initial_state == nullptr ? nullptr
-                                                   : static_cast<const unsigned char*>(p.initial_state) +
-                                                         state_off * (p.initial_is_f32 ? 4 : 2),
-                     p.initial_is_f32 != 0, v0, nt0, lane);
+  if (transition)
+    identity_state<kTiles>(S, v0, nt0, lane);
+  else
+    load_state<kTiles>(S, task.init, task.init_f32, v0, nt0, lane);
   unsigned char* out_tile = smem + Layout::kOutOffset + rg * 512;
 
-  for (int c = 0; c < nchunks; ++c) {
-    const int s = c % Layout::kStages;
+  for (int i = 0; i < steps; ++i) {
+    const int c = c0 + i;
+    const int s = i % Layout::kStages;
     const int L = min(16, span.len - c * 16);
     const unsigned char* stage = smem + s * Layout::kStageBytes;
-    ptx::mbar_wait(&full[s], (c / Layout::kStages) & 1);
+    ptx::mbar_wait(&full[s], (i / Layout::kStages) & 1);
 
     // Xᵀ = S·Wdᵀ and Oinᵀ = S·Qpᵀ over this warp's key columns: [16 v][16 tokens] each, two
     // n-tiles. With 8 k-steps the low parts of S accumulate separately (xl, ol) so that no chain
@@ -247,7 +266,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       const int ks = cp * kSteps + kk;
       uint32_t bw[4], bq[4];
       load_b_nmajor(bw, stage + ChunkRecord::kWdOffset, ks, lane);
-      load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
+      if (write_out) load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
       const uint32_t bw0[2] = {bw[0], bw[1]}, bw1[2] = {bw[2], bw[3]};
       const uint32_t bq0[2] = {bq[0], bq[1]}, bq1[2] = {bq[2], bq[3]};
       uint32_t a_hi[4], a_lo[4];
@@ -255,15 +274,19 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
         ptx::c_pair_to_a_split(S[2 * kk], S[2 * kk + 1], a_hi, a_lo);
         ptx::mma_m16n8k16_bf16_f32(xl[0], a_lo, bw0);
         ptx::mma_m16n8k16_bf16_f32(xl[1], a_lo, bw1);
-        ptx::mma_m16n8k16_bf16_f32(ol[0], a_lo, bq0);
-        ptx::mma_m16n8k16_bf16_f32(ol[1], a_lo, bq1);
+        if (write_out) {
+          ptx::mma_m16n8k16_bf16_f32(ol[0], a_lo, bq0);
+          ptx::mma_m16n8k16_bf16_f32(ol[1], a_lo, bq1);
+        }
       } else {
         ptx::c_pair_to_a(S[2 * kk], S[2 * kk + 1], a_hi);
       }
       ptx::mma_m16n8k16_bf16_f32(x[0], a_hi, bw0);
       ptx::mma_m16n8k16_bf16_f32(x[1], a_hi, bw1);
-      ptx::mma_m16n8k16_bf16_f32(o[0], a_hi, bq0);
-      ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
+      if (write_out) {
+        ptx::mma_m16n8k16_bf16_f32(o[0], a_hi, bq0);
+        ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
+      }
     }
     if constexpr (kSeparateLo) {
 #pragma unroll
@@ -278,15 +301,17 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     // Operands that do not depend on the state: Vcᵀ as an A fragment (m = this row group's 16
     // value rows, k = 16 tokens, from the [token][v] tile) and the Tb hi/lo B fragments (loaded
     // here, before the exchange, so that their latency hides behind it).
-    uint32_t av[4], th[4], tl[4];
-    {
+    uint32_t av[4] = {}, th[4] = {}, tl[4] = {};
+    if (!transition) {
       const int m = lane >> 3, r = lane & 7;
       const int tok = r + 8 * (m >> 1);
       const int col = 16 * rg + 8 * (m & 1);
       ptx::ldmatrix_x4_trans(av, stage + Layout::kValueOffset + tok * Layout::kValueRowBytes + col * 2);
     }
-    load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
-    load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
+    if (!transition) {
+      load_b_small(th, stage + ChunkRecord::kTbHiOffset, lane);
+      load_b_small(tl, stage + ChunkRecord::kTbLoOffset, lane);
+    }
 
     if constexpr (kColSplit > 1) {
       // Sum the row group's partial products: every warp needs the whole Xᵀ, warp 0 the whole Oinᵀ.
@@ -298,7 +323,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
         if (q == cp) continue;
         const unsigned char* other = exchange + (rg * kColSplit + q) * 2048;
         exchange_add(other, x, 0, lane);
-        if (cp == 0) exchange_add(other, o, 2, lane);
+        if (cp == 0 && write_out) exchange_add(other, o, 2, lane);
       }
     }
 
@@ -307,9 +332,11 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[nt][e] = -x[nt][e];
-      const uint32_t bth[2] = {th[2 * nt], th[2 * nt + 1]}, btl[2] = {tl[2 * nt], tl[2 * nt + 1]};
-      ptx::mma_m16n8k16_bf16_f32(x[nt], av, btl);
-      ptx::mma_m16n8k16_bf16_f32(x[nt], av, bth);
+      if (!transition) {
+        const uint32_t bth[2] = {th[2 * nt], th[2 * nt + 1]}, btl[2] = {tl[2 * nt], tl[2 * nt + 1]};
+        ptx::mma_m16n8k16_bf16_f32(x[nt], av, btl);
+        ptx::mma_m16n8k16_bf16_f32(x[nt], av, bth);
+      }
     }
 
     // S ← S·Diag(Γ) + Uᵀ·Kr on this warp's columns (the state's critical path: first).
@@ -337,7 +364,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
     // Output (warp cp = 0 of each row group): Oᵀ = Vcᵀ·Pᵀ + Oinᵀ -> [token][v] tile
     // (stmatrix.trans) -> 16-byte stores of valid tokens.
-    if (cp == 0) {
+    if (cp == 0 && write_out) {
       uint32_t ph[4], pl[4];
       load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
       load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
@@ -365,9 +392,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     if (lane == 0) ptx::mbar_arrive(&empty[s]);
   }
 
-  if (p.final_state != nullptr)
-    store_state<kTiles>(S, static_cast<unsigned char*>(p.final_state) + state_off * (p.final_is_f32 ? 4 : 2),
-                        p.final_is_f32 != 0, v0, nt0, lane);
+  if (task.fin != nullptr) store_state<kTiles>(S, task.fin, task.fin_f32, v0, nt0, lane);
 }
 
 }  // namespace kda::sm90

@@ -36,6 +36,13 @@ struct PrepParams {
   uint8_t* records;  // [HV][num_vchunks] ChunkRecord
 };
 
+// Which pass of the recurrence a launch runs (src/launch/plan.h).
+enum class RecurrencePass : int32_t {
+  kWhole = 0,   // whole sequences, initial state to final state
+  kFirst = 1,   // context parallelism: segment 0, and the middle segments' end states and transitions
+  kSecond = 2,  // context parallelism: segments 1..P-1 from their combined start states
+};
+
 struct RecurrenceParams {
   SequenceLayout seq;
   const uint16_t* v;  // bf16 bits
@@ -46,6 +53,18 @@ struct RecurrenceParams {
   int32_t initial_is_f32, final_is_f32;
   int32_t HV, vsplit;
   const uint8_t* records;
+  // Context parallelism (pass kFirst / kSecond; segments = P >= 2):
+  RecurrencePass pass;
+  int32_t segments;
+  float* cp_states;       // [N*HV][P-1][128][128]: E0, Lp; after the combine, the start states
+  float* cp_transitions;  // [N*HV][P-2][128][128]: Mp
+};
+
+// The combine of the context-parallel path: S(p+1) = Sp·Mp + Lp for p = 1..P-2, in place.
+struct CombineParams {
+  float* cp_states;
+  const float* cp_transitions;
+  int32_t segments;
 };
 
 }  // namespace kda::sm90
