@@ -5,6 +5,8 @@
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
+#   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
+#              details page and per-instruction SASS counters (source page, CSV) in the logs
 #   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
 #              (SWEEP_SPLITS; 0 = the automatic plan): calibrates src/launch/plan.cpp
 #   python     pip install of the flash_kda package, pytest (FLA comparison when FLA is present)
@@ -113,6 +115,22 @@ stage_profile() {
       sed -E 's/.*(chunk_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
   done
   record profile $rc "logs: profile_*.log"
+}
+
+stage_sass() {
+  local rc=0 k c=${SASS_CASE:-T8192_H64}
+  for k in chunk_prep chunk_recurrence; do
+    timeout 300 ncu --set full --import-source yes -k "regex:$k" --launch-skip 2 --launch-count 1 -f -o "$LOG/sass_$k" \
+      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$c" --iters 5 >"$LOG/sass_$k.run.log" 2>&1 ||
+      rc=$((rc + 1))
+    ncu --import "$LOG/sass_$k.ncu-rep" --page details >"$LOG/sass_${k}_details.txt" 2>&1 || rc=$((rc + 1))
+    ncu --import "$LOG/sass_$k.ncu-rep" --page source --csv --print-source sass >"$LOG/sass_${k}_source.csv" 2>&1 ||
+      rc=$((rc + 1))
+    rm -f "$LOG/sass_$k.ncu-rep"
+    grep -E "Duration|Executed Ipc A|Issue Slots Busy|Registers Per|Achieved Occupancy|Executed Instructions  " \
+      "$LOG/sass_${k}_details.txt" | head -8
+  done
+  record sass $rc "logs: sass_*_details.txt, sass_*_source.csv"
 }
 
 stage_cpsweep() {

@@ -30,6 +30,24 @@ TEST(KernelMath, BoundedGateMatchesFloat64) {
       }
 }
 
+TEST(KernelMath, FoldedBoundedGateMatchesFloat64) {
+  // The preparation kernel's folded form (log2 units) against the float64 closed form.
+  for (double lb : {-5.0, -1.0, -0.1})
+    for (double ea : {1.0, 0.37, 2.7})
+      for (double dt : {0.0, 0.6, -1.3})
+        for (double g = -60.0; g <= 60.0; g += 0.73) {
+          const double ref = lb * sigmoid64(ea * (g + dt)) / std::log(2.0);
+          const sm90::BoundedGateConstants k =
+              sm90::bounded_gate_constants(static_cast<float>(ea), static_cast<float>(lb));
+          const float nd = static_cast<float>(dt) * k.nc1;
+          const float got = sm90::bounded_log2_decay(static_cast<float>(g), nd, k);
+          ASSERT_TRUE(std::isfinite(got)) << g;
+          EXPECT_NEAR(got, ref, 2e-6 * std::fabs(lb) / std::log(2.0) + 2e-6 * std::fabs(ref)) << "lb " << lb << " g " << g;
+          EXPECT_LE(got, 0.0f);
+          EXPECT_GE(got, static_cast<float>(lb / std::log(2.0)) * (1.0f + 1e-6f));
+        }
+}
+
 TEST(KernelMath, SoftplusGateHasNoOverflow) {
   for (double ea : {1.0, 0.5, 3.0})
     for (double x = -100.0; x <= 100.0; x += 0.91) {

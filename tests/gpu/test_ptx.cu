@@ -116,13 +116,13 @@ __global__ void probe_values_times_small(const uint16_t* V /*[16][16]*/, const u
 __global__ void probe_prep_products(const uint16_t* x_sw, const uint16_t* w_sw, const float* F, float* Y,
                                     uint16_t* Z_sw) {
   __shared__ __align__(128) uint16_t x[16 * 128], w[16 * 128];
-  __shared__ float f[16 * 17];
+  __shared__ __align__(16) float f[16 * 24];
   const int lane = threadIdx.x;
   for (int i = lane; i < 16 * 128; i += 32) {
     x[i] = x_sw[i];
     w[i] = w_sw[i];
   }
-  for (int i = lane; i < 256; i += 32) f[(i / 16) * 17 + i % 16] = F[i];
+  for (int i = lane; i < 256; i += 32) f[(i / 16) * 24 + i % 16] = F[i];
   __syncwarp();
   float y[2][4] = {};
   for (int ks = 0; ks < 8; ++ks) {
@@ -136,7 +136,7 @@ __global__ void probe_prep_products(const uint16_t* x_sw, const uint16_t* w_sw, 
   for (int nt = 0; nt < 2; ++nt)
     for (int r = 0; r < 4; ++r) Y[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = y[nt][r];
   uint32_t fh[4], fl[4];
-  sm90::frag::load_a_f32_split(f, 17, false, lane, fh, fl);
+  sm90::frag::load_a_f32_split(f, 24, false, lane, fh, fl);
   for (int p = 0; p < 8; ++p) {
     uint32_t b[4];
     sm90::frag::load_b_kmajor(b, reinterpret_cast<const unsigned char*>(w), p, lane);

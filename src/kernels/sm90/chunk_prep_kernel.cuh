@@ -19,7 +19,7 @@
 //         7. Qp = Qd − P·Kd (idem)
 // Shared memory (bounded gate, 33 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
 //         partial sums), Kd, Qd, Ki hi/lo: 6 x [16][128] bf16 in the record layout (Ki aliased by
-//         A, M, Tb, P: 4 x [16][17] float once the phase-4 products are done), b: 16. Unbounded
+//         A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16. Unbounded
 //         gates add k̂ and q̂ as [16][132] float.
 // Every product carries ~16 significant bits or more (hi/lo splits); the record's Wd, Qp and Kr
 // are rounded to bf16 once, at the end.
@@ -40,8 +40,9 @@ namespace kda::sm90 {
 
 template <GateKind kGate>
 struct PrepSmem {
-  static constexpr int kLd = 132;  // padded row length of the [16][128] float tiles
-  static constexpr int kSmallLd = 17;
+  static constexpr int kLd = 132;       // padded row length of the [16][128] float tiles (the column
+                                        // loops of the unbounded gates read 4 rows at once)
+  static constexpr int kSmallLd = 24;   // [16][16] float tiles: conflict-free 8-byte fragment loads
   static constexpr int kTile = 16 * 128;  // bf16 elements of a record-layout tile
   static constexpr bool kPairwise = kGate != GateKind::kBounded;
   union {
@@ -58,7 +59,7 @@ struct PrepSmem {
     };
   };
   float b[16];
-  float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
+  alignas(16) float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
   float qhat[kPairwise ? 16 * kLd : 4];
 };
 
@@ -73,6 +74,26 @@ __device__ __forceinline__ void unpack8_bf16(const uint4& u, float (&x)[8]) {
     x[2 * e] = bf16_bits_to_float(w[e] & 0xffffu);
     x[2 * e + 1] = bf16_bits_to_float(w[e] >> 16);
   }
+}
+
+// Eight consecutive floats [8·vec, 8·vec + 8) of a row of a [16][128] float tile, as two 16-byte
+// accesses. Threads vec = 0..7 of a quarter warp take the two halves in the order ((vec >> 2) & 1):
+// their first accesses then hit 8 different 16-byte bank groups (as do the second), so the
+// row-map accesses are conflict-free without padding.
+__device__ __forceinline__ void row8_store(float* row, int vec, const float (&x)[8]) {
+  const int s = (vec >> 2) & 1;
+  float4* p = reinterpret_cast<float4*>(row + 8 * vec);
+  const float4 lo = make_float4(x[0], x[1], x[2], x[3]), hi = make_float4(x[4], x[5], x[6], x[7]);
+  p[s] = s ? hi : lo;
+  p[1 - s] = s ? lo : hi;
+}
+__device__ __forceinline__ void row8_load(const float* row, int vec, float (&x)[8]) {
+  const int s = (vec >> 2) & 1;
+  const float4* p = reinterpret_cast<const float4*>(row + 8 * vec);
+  const float4 first = p[s], second = p[1 - s];
+  const float4 lo = s ? second : first, hi = s ? first : second;
+  x[0] = lo.x; x[1] = lo.y; x[2] = lo.z; x[3] = lo.w;
+  x[4] = hi.x; x[5] = hi.y; x[6] = hi.z; x[7] = hi.w;
 }
 
 __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
@@ -194,6 +215,12 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       dtb[4] = d1.x; dtb[5] = d1.y; dtb[6] = d1.z; dtb[7] = d1.w;
     }
     const float exp_a_log = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.0f;
+    // Bounded gate: constants folded (gate_math.cuh, bounded_log2_decay); dtb becomes dt_bias·nc1.
+    const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
+    if constexpr (kGate == GateKind::kBounded) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dtb[e] *= gk.nc1;
+    }
     if (tid < 16) {
       float b = 0.0f;
       if (tid < L) {
@@ -227,25 +254,23 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         qss += __shfl_xor_sync(0xffffffffu, qss, off);
         kss += __shfl_xor_sync(0xffffffffu, kss, off);
       }
-      const float qinv = p.qk_l2norm ? rsqrtf(qss + 1e-6f) : 1.0f;
+      // q carries the output scale from here on (q̂·scale: Qd, and M for the unbounded gates).
+      const float qinv = (p.qk_l2norm ? rsqrtf(qss + 1e-6f) : 1.0f) * p.scale;
       const float kinv = p.qk_l2norm ? rsqrtf(kss + 1e-6f) : 1.0f;
       float a[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         qn[h][e] *= qinv;
         kn[h][e] *= kinv;
-        a[e] = r < L ? gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e : 0.0f;
+        if constexpr (kGate == GateKind::kBounded)
+          a[e] = r < L ? bounded_log2_decay(gx[e], dtb[e], gk) : 0.0f;
+        else
+          a[e] = r < L ? gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e : 0.0f;
       }
-      float* grow = &sm.G[r * kLd + 8 * vec];
-      *reinterpret_cast<float4*>(grow) = make_float4(a[0], a[1], a[2], a[3]);
-      *reinterpret_cast<float4*>(grow + 4) = make_float4(a[4], a[5], a[6], a[7]);
+      row8_store(&sm.G[r * kLd], vec, a);
       if constexpr (Smem::kPairwise) {
-        float* krow = &sm.khat[r * kLd + 8 * vec];
-        float* qrow = &sm.qhat[r * kLd + 8 * vec];
-        *reinterpret_cast<float4*>(krow) = make_float4(kn[h][0], kn[h][1], kn[h][2], kn[h][3]);
-        *reinterpret_cast<float4*>(krow + 4) = make_float4(kn[h][4], kn[h][5], kn[h][6], kn[h][7]);
-        *reinterpret_cast<float4*>(qrow) = make_float4(qn[h][0], qn[h][1], qn[h][2], qn[h][3]);
-        *reinterpret_cast<float4*>(qrow + 4) = make_float4(qn[h][4], qn[h][5], qn[h][6], qn[h][7]);
+        row8_store(&sm.khat[r * kLd], vec, kn[h]);
+        row8_store(&sm.qhat[r * kLd], vec, qn[h]);
       }
     }
   }
@@ -267,25 +292,21 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   // ---- Phase 3 (row map): Kd, Qd, Ki tiles and Kr ------------------------------------------------
   {
     float g15[8];
-    {
-      const float4 a = *reinterpret_cast<const float4*>(&sm.G[15 * kLd + 8 * vec]);
-      const float4 c = *reinterpret_cast<const float4*>(&sm.G[15 * kLd + 8 * vec + 4]);
-      g15[0] = a.x; g15[1] = a.y; g15[2] = a.z; g15[3] = a.w;
-      g15[4] = c.x; g15[5] = c.y; g15[6] = c.z; g15[7] = c.w;
-    }
+    row8_load(&sm.G[15 * kLd], vec, g15);
     float gamma[8];  // bounded gate: 2^{G15 - G} = Γ · 2^{-G}, both factors finite (|G| <= 115.4)
 #pragma unroll
     for (int e = 0; e < 8; ++e) gamma[e] = exp2_fast(g15[e]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (tid >> 4) + 8 * h;
-      float kd[8], qd[8], kr[8], ki[8];
+      float kd[8], qd[8], kr[8], ki[8], Gr[8];
+      row8_load(&sm.G[r * kLd], vec, Gr);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float G = sm.G[r * kLd + 8 * vec + e];
+        const float G = Gr[e];
         const float d = exp2_fast(G);
         kd[e] = kn[h][e] * d;
-        qd[e] = p.scale * qn[h][e] * d;
+        qd[e] = qn[h][e] * d;
         if constexpr (kGate == GateKind::kBounded) {
           const float inv = exp2_fast(-G);
           ki[e] = kn[h][e] * inv;
@@ -380,7 +401,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     for (int jj = 0; jj < 2; ++jj) {
       const int j = j0 + jj;
       sm.A[i * kSld + j] = j < i ? sm.b[i] * a[jj] : 0.0f;
-      sm.M[i * kSld + j] = j <= i ? p.scale * m[jj] : 0.0f;
+      sm.M[i * kSld + j] = j <= i ? m[jj] : 0.0f;  // q̂ carries the scale
     }
   }
   __syncthreads();

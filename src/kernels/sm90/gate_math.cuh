@@ -62,6 +62,20 @@ KDA_HD float gate_log_decay(float x, float exp_a_log, float lower_bound) {
   }
 }
 
+// The bounded gate's log2-decay with its constants folded (the preparation kernel's form, five
+// operations per element): lower_bound * sigmoid(exp(A_log) * (g + dt_bias)) * log2(e) =
+// c2 / (1 + 2^(g * nc1 + nd)) with nc1 = -exp(A_log) * log2(e), nd = dt_bias * nc1 and
+// c2 = lower_bound * log2(e). Equal to gate_log_decay<kBounded> * kLog2e up to float rounding.
+struct BoundedGateConstants {
+  float nc1, c2;
+};
+KDA_HD BoundedGateConstants bounded_gate_constants(float exp_a_log, float lower_bound) {
+  return BoundedGateConstants{-exp_a_log * kLog2e, lower_bound * kLog2e};
+}
+KDA_HD float bounded_log2_decay(float g, float nd, const BoundedGateConstants& k) {
+  return k.c2 * reciprocal_fast(1.0f + exp2_fast(fmaf(g, k.nc1, nd)));
+}
+
 KDA_HD float beta_activation(float x, bool sigmoid, bool neg_eigval) {
   float b = sigmoid ? sigmoidf_stable(x) : x;
   return neg_eigval ? 2.0f * b : b;

@@ -6,7 +6,8 @@
 //     load_b_kmajor   B (k = row, n = column) for n-tiles 2p and 2p+1 (columns [16p, +16))
 //   [16][16] bf16 operands ("small", chunks swizzled by (row / 4) % 2):
 //     load_b_small    B (n = row, k = column) for both n-tiles
-//   [16][ld] float tiles: load_a_f32_split  A (m = row, k = column) as a bf16 hi + lo pair
+//   [16][ld] float tiles: load_a_f32_split  A (m = row, k = column) as a bf16 hi + lo pair (ld even,
+//     8-byte aligned tile; ld = 24 makes the 8-byte loads conflict-free)
 #pragma once
 
 #include <cstdint>
@@ -45,7 +46,8 @@ __device__ __forceinline__ void load_a_f32_split(const float* t, int ld, bool ne
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const int row = g + 8 * (r & 1), col = c + 8 * (r >> 1);
-    ptx::split_bf16x2(s * t[row * ld + col], s * t[row * ld + col + 1], hi[r], lo[r]);
+    const float2 v = *reinterpret_cast<const float2*>(t + row * ld + col);
+    ptx::split_bf16x2(s * v.x, s * v.y, hi[r], lo[r]);
   }
 }
 
