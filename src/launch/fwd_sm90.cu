@@ -49,6 +49,29 @@ constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
 #endif
 constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 
+// Programmatic dependent launch: every kernel after the preparation may start (prologue: barrier
+// setup, the caller's initial state) while its predecessor drains (src/ptx/grid_dependency.cuh).
+#ifndef FLASH_KDA_PDL
+#define FLASH_KDA_PDL 1
+#endif
+
+// Launches `kernel` on `stream`; `dependent`: as a programmatic dependent of the previous kernel.
+template <typename Params>
+cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, int threads, int smem, cudaStream_t stream,
+                          bool dependent, const Params& params) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = (dependent && FLASH_KDA_PDL) ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, params);
+}
+
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
 }
@@ -89,20 +112,19 @@ kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
   cudaError_t err = set_smem(chunk_prep_kernel<kGate>, smem);
   if (err != cudaSuccess) return cuda_error("chunk_prep_kernel: cudaFuncSetAttribute", err);
-  chunk_prep_kernel<kGate><<<dim3(static_cast<unsigned>(vchunks), HV), 128, smem, stream>>>(pp);
-  err = cudaGetLastError();
+  err = launch_kernel(chunk_prep_kernel<kGate>, dim3(static_cast<unsigned>(vchunks), HV), 128, smem, stream, false, pp);
   if (err != cudaSuccess) return cuda_error("chunk_prep_kernel launch", err);
   return make_ok();
 }
 
 template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>
-kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream) {
+kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
   auto kernel = chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm>;
   cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
   if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
-  kernel<<<static_cast<unsigned>(ctas), Layout::kThreads, Layout::kBytes, stream>>>(rp);
-  err = cudaGetLastError();
+  err = launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes), stream,
+                      dependent, rp);
   if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel launch", err);
   return make_ok();
 }
@@ -127,13 +149,16 @@ RecurrencePlan make_plan(const Problem& pr) {
 // 128 / vsplit value rows in groups of 16; when the grid leaves SMs idle (vsplit > 1),
 // kColumnSplit warps share each row group's key columns (shorter critical path per chunk, at the
 // price of an exchange of partial sums).
-kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream) {
+// `dependent`: launched as a programmatic dependent of the previous kernel, which must be one of
+// ours (the caller's kernels may still be writing the inputs the prologue reads).
+kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   constexpr int kCs = kColumnSplit;
   switch (rp.vsplit) {
-    case 1: return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream);
-    case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream);
-    case 4: return launch_recurrence<2, kCs>(rp, ctas, stream);
-    default: return launch_recurrence<1, kCs>(rp, ctas, stream);
+    case 1:
+      return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream, dependent);
+    case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream, dependent);
+    case 4: return launch_recurrence<2, kCs>(rp, ctas, stream, dependent);
+    default: return launch_recurrence<1, kCs>(rp, ctas, stream, dependent);
   }
 }
 
@@ -203,11 +228,12 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.HV = static_cast<int32_t>(pr.HV);
   rp.records = records;
   rp.segments = plan.segments;
+  const bool after_prep = seq.num_vchunks > 0;  // else the previous kernel in the stream is the caller's
   if (plan.segments == 1) {
     rp.pass = RecurrencePass::kWhole;
     rp.vsplit = plan.vsplit_first;
     rp.cp_states = rp.cp_transitions = nullptr;
-    return launch_recurrence_for(rp, first_pass_ctas(units, plan), stream);
+    return launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep);
   }
   // Context parallelism: pass 1, the combine (P >= 3), pass 2.
   const int64_t state_elems = 128 * 128;
@@ -215,19 +241,19 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.cp_transitions = rp.cp_states + units * (plan.segments - 1) * state_elems;
   rp.pass = RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
-  KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream));
+  KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
   if (plan.segments >= 3) {
     CombineParams cb;
     cb.cp_states = rp.cp_states;
     cb.cp_transitions = rp.cp_transitions;
     cb.segments = plan.segments;
-    context_combine_kernel<<<static_cast<unsigned>(units * (128 / kCombineRows)), kCombineThreads, 0, stream>>>(cb);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_kernel(context_combine_kernel, dim3(static_cast<unsigned>(units * (128 / kCombineRows))),
+                                          kCombineThreads, 0, stream, true, cb);
     if (err != cudaSuccess) return cuda_error("context_combine_kernel launch", err);
   }
   rp.pass = RecurrencePass::kSecond;
   rp.vsplit = plan.vsplit_second;
-  return launch_recurrence_for(rp, second_pass_ctas(units, plan), stream);
+  return launch_recurrence_for(rp, second_pass_ctas(units, plan), stream, true);
 }
 
 kda_status check_cu_seqlens(const Problem& pr, void* workspace, kda_stream_t stream_handle) {

@@ -26,9 +26,21 @@ __device__ __forceinline__ void fence_barrier_init() {
 // Arrival (release semantics, CTA scope).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { cuda::ptx::mbarrier_arrive(bar); }
 
+// Upper bound (in ns) a waiting thread may stay suspended inside one try_wait before it re-polls:
+// the hardware wakes it when the phase completes, so a long hint only saves the issue slots a tight
+// polling loop would take from the warps doing work. 0: plain try_wait (system-dependent limit).
+#ifndef FLASH_KDA_MBAR_SUSPEND_HINT
+#define FLASH_KDA_MBAR_SUSPEND_HINT 0x989680
+#endif
+
 // Blocks until the phase with parity `parity` of `bar` has completed (acquire, CTA scope).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+  if constexpr (FLASH_KDA_MBAR_SUSPEND_HINT > 0) {
+    while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity, uint32_t{FLASH_KDA_MBAR_SUSPEND_HINT})) {
+    }
+  } else {
+    while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+    }
   }
 }
 

@@ -34,6 +34,7 @@
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/record_fragments.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/mma.cuh"
 
 namespace kda::sm90 {
@@ -76,22 +77,26 @@ __device__ __forceinline__ void unpack8_bf16(const uint4& u, float (&x)[8]) {
   }
 }
 
-// Eight consecutive floats [8·vec, 8·vec + 8) of a row of a [16][128] float tile, as two 16-byte
-// accesses. Threads vec = 0..7 of a quarter warp take the two halves in the order ((vec >> 2) & 1):
-// their first accesses then hit 8 different 16-byte bank groups (as do the second), so the
-// row-map accesses are conflict-free without padding.
-__device__ __forceinline__ void row8_store(float* row, int vec, const float (&x)[8]) {
-  const int s = (vec >> 2) & 1;
-  float4* p = reinterpret_cast<float4*>(row + 8 * vec);
-  const float4 lo = make_float4(x[0], x[1], x[2], x[3]), hi = make_float4(x[4], x[5], x[6], x[7]);
-  p[s] = s ? hi : lo;
-  p[1 - s] = s ? lo : hi;
+// Row-map accesses of a [16][kLd] float tile: thread vec owns the eight floats [8·vec, 8·vec + 8)
+// of a row, two 16-byte chunks. In a plain row, the quarter warp vec = 0..7 would hit only four
+// 16-byte bank groups per access (2-way conflicts). With kSwizzle, 16-byte chunk c of a row is
+// stored at c ^ ((c >> 3) & 1), i.e. column x at tile_col(x) = x ^ (((x >> 5) & 1) << 2): both
+// accesses of the quarter warp then hit eight different bank groups, and a warp reading 32
+// consecutive columns (the column map) still reads one permuted 128-byte line. The unbounded
+// gates' column loops read the tiles at a common column, so they keep the plain layout.
+template <bool kSwizzle>
+__device__ __forceinline__ int tile_col(int x) {
+  return kSwizzle ? x ^ (((x >> 5) & 1) << 2) : x;
 }
+template <bool kSwizzle>
+__device__ __forceinline__ void row8_store(float* row, int vec, const float (&x)[8]) {
+  *reinterpret_cast<float4*>(row + tile_col<kSwizzle>(8 * vec)) = make_float4(x[0], x[1], x[2], x[3]);
+  *reinterpret_cast<float4*>(row + tile_col<kSwizzle>(8 * vec + 4)) = make_float4(x[4], x[5], x[6], x[7]);
+}
+template <bool kSwizzle>
 __device__ __forceinline__ void row8_load(const float* row, int vec, float (&x)[8]) {
-  const int s = (vec >> 2) & 1;
-  const float4* p = reinterpret_cast<const float4*>(row + 8 * vec);
-  const float4 first = p[s], second = p[1 - s];
-  const float4 lo = s ? second : first, hi = s ? first : second;
+  const float4 lo = *reinterpret_cast<const float4*>(row + tile_col<kSwizzle>(8 * vec));
+  const float4 hi = *reinterpret_cast<const float4*>(row + tile_col<kSwizzle>(8 * vec + 4));
   x[0] = lo.x; x[1] = lo.y; x[2] = lo.z; x[3] = lo.w;
   x[4] = hi.x; x[5] = hi.y; x[6] = hi.z; x[7] = hi.w;
 }
@@ -171,10 +176,12 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   using namespace prep_detail;
   using Smem = PrepSmem<kGate>;
   constexpr int kLd = Smem::kLd;
+  constexpr bool kSwz = !Smem::kPairwise;  // G's row-map swizzle (bounded gate; see tile_col)
   constexpr int kSld = Smem::kSmallLd;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
 
+  ptx::launch_dependents();  // the recurrence may start its prologue during the last wave
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int hv = blockIdx.y;
   int32_t seq, chunk;
@@ -267,10 +274,10 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         else
           a[e] = r < L ? gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e : 0.0f;
       }
-      row8_store(&sm.G[r * kLd], vec, a);
+      row8_store<kSwz>(&sm.G[r * kLd], vec, a);
       if constexpr (Smem::kPairwise) {
-        row8_store(&sm.khat[r * kLd], vec, kn[h]);
-        row8_store(&sm.qhat[r * kLd], vec, qn[h]);
+        row8_store<false>(&sm.khat[r * kLd], vec, kn[h]);
+        row8_store<false>(&sm.qhat[r * kLd], vec, qn[h]);
       }
     }
   }
@@ -282,8 +289,8 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     float Gc = 0.0f;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      Gc += sm.G[i * kLd + c];
-      sm.G[i * kLd + c] = Gc;
+      Gc += sm.G[i * kLd + tile_col<kSwz>(c)];
+      sm.G[i * kLd + tile_col<kSwz>(c)] = Gc;
     }
     reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
   }
@@ -292,7 +299,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   // ---- Phase 3 (row map): Kd, Qd, Ki tiles and Kr ------------------------------------------------
   {
     float g15[8];
-    row8_load(&sm.G[15 * kLd], vec, g15);
+    row8_load<kSwz>(&sm.G[15 * kLd], vec, g15);
     float gamma[8];  // bounded gate: 2^{G15 - G} = Γ · 2^{-G}, both factors finite (|G| <= 115.4)
 #pragma unroll
     for (int e = 0; e < 8; ++e) gamma[e] = exp2_fast(g15[e]);
@@ -300,7 +307,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     for (int h = 0; h < 2; ++h) {
       const int r = (tid >> 4) + 8 * h;
       float kd[8], qd[8], kr[8], ki[8], Gr[8];
-      row8_load(&sm.G[r * kLd], vec, Gr);
+      row8_load<kSwz>(&sm.G[r * kLd], vec, Gr);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const float G = Gr[e];

@@ -42,6 +42,7 @@
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/cp_async.cuh"
+#include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
 
@@ -183,6 +184,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
+  ptx::launch_dependents();
   const RecurrenceTask task = recurrence_task(p, blockIdx.x);
   const int hv = task.hv;
   const SequenceSpan& span = task.span;
@@ -211,6 +213,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     constexpr int kPiecesPerRow = Layout::kRows * 2 / 16;
     constexpr int kValuePieces = 16 * kPiecesPerRow;
     static_assert(kValuePieces % 32 == 0, "whole warp steps");
+    ptx::wait_primary();  // the records (and, in pass 2, the start states) come from the previous kernel
     for (int i = 0; i < steps; ++i) {
       const int c = c0 + i;
       const int s = i % Layout::kStages;
@@ -240,11 +243,19 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   const int cp = warp % kColSplit;  // column part
   const int v0 = row0 + 16 * rg;    // first value row of this warp
   const int nt0 = cp * kTiles;      // first state n-tile of this warp
+  // The caller's initial state may be read before the previous kernel completes (programmatic
+  // dependent launch: it writes only records and segment states); a combined start state may not.
   float S[kTiles][4];
-  if (transition)
-    identity_state<kTiles>(S, v0, nt0, lane);
-  else
+  if (p.pass != RecurrencePass::kSecond) {
+    if (transition)
+      identity_state<kTiles>(S, v0, nt0, lane);
+    else
+      load_state<kTiles>(S, task.init, task.init_f32, v0, nt0, lane);
+    ptx::wait_primary();
+  } else {
+    ptx::wait_primary();
     load_state<kTiles>(S, task.init, task.init_f32, v0, nt0, lane);
+  }
   unsigned char* out_tile = smem + Layout::kOutOffset + rg * 512;
 
   for (int i = 0; i < steps; ++i) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "src/kernels/sm90/kernel_params.h"
+#include "src/ptx/grid_dependency.cuh"
 
 namespace kda::sm90 {
 
@@ -24,6 +25,8 @@ __global__ void __launch_bounds__(kCombineThreads) context_combine_kernel(Combin
   constexpr int64_t kElems = 128 * 128;
   __shared__ float s[kCombineRows][128];
   __shared__ float part[3][kCombineRows][128];
+  ptx::launch_dependents();
+  ptx::wait_primary();  // pass 1 wrote the states and transitions
   const int P = p.segments;
   const int64_t unit = blockIdx.x / (128 / kCombineRows);
   const int r0 = (blockIdx.x % (128 / kCombineRows)) * kCombineRows;
