@@ -8,6 +8,13 @@
 // that `from flash_kda import _C` loads the library and runs the registrations. Without the
 // headers the same code is a plain shared library that flash_kda loads with torch.ops.load_library.
 //
+// With Python's headers and libtorch_python (FLASH_KDA_EAGER_FAST_PATH), the module also has
+// _C._fwd_eager: the eager fast path of flash_kda.fwd. It calls the same `fwd` function as the
+// op's CUDA kernel, without the Python-side layout checks and the torch.ops dispatcher, when the
+// call is one the dispatcher would hand straight to that kernel with exactly these tensors; in
+// every other case it returns NotImplemented having done nothing, and flash_kda.fwd takes the
+// torch.ops path (see the comment above fwd_eager below).
+//
 // Classic TORCH_LIBRARY API rather than the LibTorch stable ABI: the op needs the current CUDA
 // stream, a device guard and a caching-allocator allocation, which the classic API gives directly
 // (the stable shim hides its current-stream query behind USE_CUDA; FA3 re-declares it by hand), and
@@ -23,9 +30,24 @@
 #endif
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
+
+#if defined(FLASH_KDA_PYTHON_MODULE) && defined(FLASH_KDA_EAGER_FAST_PATH)
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/record_function.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cmath>
+#include <vector>
+#endif
 
 #include <cstdint>
 #include <optional>
@@ -189,7 +211,7 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
 
   void* ws_ptr = nullptr;
   size_t ws_bytes = 0;
-  at::Tensor owned_ws;
+  c10::DataPtr owned_ws;  // freed (back to the cache, stream-ordered) when fwd returns
   if (has(workspace)) {
     TORCH_CHECK_VALUE(workspace->scalar_type() == at::kByte, fn,
                       ": workspace: expected a torch.uint8 tensor (flash_kda.get_workspace_size bytes), got ",
@@ -199,9 +221,11 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
     ws_ptr = workspace->numel() > 0 ? workspace->data_ptr() : nullptr;
     ws_bytes = static_cast<size_t>(workspace->numel());
   } else if (needed > 0) {
-    // Caching allocator: stream-ordered, and served from the graph's private pool under capture.
-    owned_ws = at::empty({static_cast<int64_t>(needed)}, q.options().dtype(at::kByte));
-    ws_ptr = owned_ws.data_ptr();
+    // PyTorch's CUDA caching allocator, the one at::empty uses on this device (the guard above made
+    // it current), called directly rather than through a tensor factory: stream-ordered on the
+    // current stream, and served from the graph's private pool under capture.
+    owned_ws = c10::cuda::CUDACachingAllocator::get()->allocate(needed);
+    ws_ptr = owned_ws.get();
     ws_bytes = needed;
   }
 
@@ -258,7 +282,199 @@ TORCH_LIBRARY_IMPL(flash_kda, CPU, m) { m.impl("fwd", &fwd); }
 // ---- Python module flash_kda._C: importing it runs the registrations above. ----
 #ifdef FLASH_KDA_PYTHON_MODULE
 namespace {
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_C", "FlashKDA PyTorch ops (torch.ops.flash_kda)", -1, nullptr,
+
+#ifdef FLASH_KDA_EAGER_FAST_PATH
+// ---- _C._fwd_eager: the eager fast path of flash_kda.fwd ----
+//
+// _fwd_eager(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+//            cu_seqlens, workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval,
+//            check_cu_seqlens) -> None, or NotImplemented
+//
+// flash_kda.fwd calls it (outside torch.compile tracing) with its arguments in the op's schema
+// order, check_cu_seqlens already resolved. It runs `fwd` above, as the torch.ops path would run
+// it, when all of these hold; otherwise it returns NotImplemented having done nothing, and
+// flash_kda.fwd takes the torch.ops path:
+//  - the thread's dispatch state is the default one: no TorchDispatchMode (FakeTensorMode, ...),
+//    TorchFunctionMode, functorch transform, tracer or Python dispatcher, so nothing would
+//    intercept the op;
+//  - every tensor argument is a torch.Tensor or nn.Parameter (not another subclass) on a CUDA
+//    device with only the dispatch keys a dense CUDA tensor carries (not fake, functional,
+//    batched, nested, sparse, conjugate or negative-bit), and none requires grad while grad mode
+//    is on. The dispatcher then goes to the CUDA kernel `fwd` with nothing in between that acts:
+//    the autograd fallback has no work for an op that returns nothing when no input requires
+//    grad, and ADInplaceOrView and autocast fall through;
+//  - scale and lower_bound are floats, ints or None and the flags are True / False (what the
+//    wrapper turns into the same float and bool values);
+//  - the Python wrapper would pass every tensor unchanged: no copy, no cast (the conditions of
+//    _rows_ok, _dense_ok and _param in _ops.py, repeated below).
+// Like the torch.ops call, it records a "flash_kda::fwd" profiler event, runs fwd without the
+// GIL, and raises C++ errors as the same Python exceptions (torch's own translation).
+
+uint64_t key_bits(c10::DispatchKeySet ks) { return ks.raw_repr(); }
+
+// The dispatch keys of a dense CUDA tensor (inference tensors have a subset: no autograd keys).
+const uint64_t kDenseCudaKeys = key_bits(c10::DispatchKeySet({c10::DispatchKey::CUDA, c10::DispatchKey::AutogradCUDA,
+                                                              c10::DispatchKey::ADInplaceOrView,
+                                                              c10::DispatchKey::AutocastCUDA}));
+
+bool default_dispatch_state() {
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+  return (key_bits(tls.included_) & ~key_bits(c10::default_included_set)) == 0 &&
+         !c10::impl::dispatch_mode_enabled() && !at::impl::torch_function_mode_enabled();
+}
+
+bool dense_cuda(const at::Tensor& t, bool grad_mode) {
+  return (key_bits(t.key_set()) & ~kDenseCudaKeys) == 0 && t.is_cuda() && !(grad_mode && t.requires_grad());
+}
+
+// _ops.py's _aligned_offset, _rows_ok and _dense_ok (eager: the storage offset is known).
+bool aligned_offset(const at::Tensor& t) {
+  return (t.storage_offset() * static_cast<int64_t>(t.element_size())) % 16 == 0;
+}
+
+bool rows_ok(const at::Tensor& t) {
+  if (t.dim() == 0 || t.numel() == 0) return true;
+  if (t.size(-1) > 1 && t.stride(-1) != 1) return false;
+  const int64_t esz = static_cast<int64_t>(t.element_size());
+  for (int64_t d = 0; d < t.dim() - 1; ++d)
+    if (t.size(d) > 1 && (t.stride(d) * esz) % 16 != 0) return false;
+  return aligned_offset(t);
+}
+
+bool dense_ok(const at::Tensor& t) { return t.is_contiguous() && (t.numel() == 0 || aligned_offset(t)); }
+
+// A torch.Tensor or nn.Parameter, not another subclass (those may override torch functions).
+bool tensor_arg(PyObject* obj, at::Tensor* t) {
+  if (!THPVariable_CheckExact(obj)) return false;
+  *t = THPVariable_Unpack(obj);
+  return true;
+}
+
+bool opt_tensor_arg(PyObject* obj, OptTensor* t) {
+  if (obj == Py_None) return true;  // absent
+  at::Tensor value;
+  if (!tensor_arg(obj, &value)) return false;
+  *t = std::move(value);
+  return true;
+}
+
+// float(obj) for a float or an int (exactly; bools, numpy scalars and the like take the general path).
+bool number_arg(PyObject* obj, double* x) {
+  if (PyFloat_CheckExact(obj)) {
+    *x = PyFloat_AS_DOUBLE(obj);
+    return true;
+  }
+  if (PyLong_CheckExact(obj)) {
+    const double value = PyLong_AsDouble(obj);  // what float(int) computes
+    if (value == -1.0 && PyErr_Occurred()) {    // too large for a double: the general path raises
+      PyErr_Clear();
+      return false;
+    }
+    *x = value;
+    return true;
+  }
+  return false;
+}
+
+bool flag_arg(PyObject* obj, bool* b) {
+  if (obj != Py_True && obj != Py_False) return false;
+  *b = obj == Py_True;
+  return true;
+}
+
+struct GilRelease {
+  PyThreadState* state = PyEval_SaveThread();
+  GilRelease() = default;
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+  ~GilRelease() { PyEval_RestoreThread(state); }
+};
+
+PyObject* not_taken() {
+  Py_INCREF(Py_NotImplemented);
+  return Py_NotImplemented;
+}
+
+PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 19) {
+    PyErr_Format(PyExc_TypeError, "flash_kda._C._fwd_eager: expected 19 positional arguments, got %zd", nargs);
+    return nullptr;
+  }
+  if (!default_dispatch_state()) return not_taken();
+
+  at::Tensor q, k, v, g, beta, out;
+  OptTensor A_log, dt_bias, initial_state, final_state, cu_seqlens, workspace;
+  bool beta_sigmoid = true, qk_l2norm = true, gate_in_kernel = true, allow_neg_eigval = false,
+       check_cu_seqlens = false;
+  if (!tensor_arg(args[0], &q) || !tensor_arg(args[1], &k) || !tensor_arg(args[2], &v) ||
+      !tensor_arg(args[3], &g) || !tensor_arg(args[4], &beta) || !tensor_arg(args[6], &out) ||
+      !opt_tensor_arg(args[7], &A_log) || !opt_tensor_arg(args[8], &dt_bias) ||
+      !opt_tensor_arg(args[10], &initial_state) || !opt_tensor_arg(args[11], &final_state) ||
+      !opt_tensor_arg(args[12], &cu_seqlens) || !opt_tensor_arg(args[13], &workspace) ||
+      !flag_arg(args[14], &beta_sigmoid) || !flag_arg(args[15], &qk_l2norm) ||
+      !flag_arg(args[16], &gate_in_kernel) || !flag_arg(args[17], &allow_neg_eigval) ||
+      !flag_arg(args[18], &check_cu_seqlens))
+    return not_taken();
+
+  double scale = 0.0;
+  if (args[5] == Py_None) {
+    // The wrapper's float(q.shape[-1]) ** -0.5 (which raises for a 0-d q or a last dimension of 0).
+    if (q.dim() == 0 || q.size(-1) <= 0) return not_taken();
+    scale = std::pow(static_cast<double>(q.size(-1)), -0.5);
+  } else if (!number_arg(args[5], &scale)) {
+    return not_taken();
+  }
+  std::optional<double> lower_bound;
+  if (args[9] != Py_None) {
+    double value = 0.0;
+    if (!number_arg(args[9], &value)) return not_taken();
+    lower_bound = value;
+  }
+  if (!gate_in_kernel) {  // the wrapper drops them (after checking that they are tensors or None)
+    A_log.reset();
+    dt_bias.reset();
+  }
+
+  // Tensors the wrapper would copy or cast first.
+  if (!rows_ok(q) || !rows_ok(k) || !rows_ok(v) || !rows_ok(g) || !rows_ok(out)) return not_taken();
+  if (beta.dim() > 0 && beta.size(-1) > 1 && beta.stride(-1) != 1) return not_taken();
+  for (const OptTensor* p : {&A_log, &dt_bias})
+    if (has(*p) && ((*p)->scalar_type() != at::kFloat || !dense_ok(**p))) return not_taken();
+  for (const OptTensor* p : {&initial_state, &final_state})
+    if (has(*p) && !dense_ok(**p)) return not_taken();
+  if (has(cu_seqlens) && !cu_seqlens->is_contiguous()) return not_taken();
+
+  // Tensors the dispatcher would send elsewhere than the CUDA kernel, or through autograd.
+  const bool grad_mode = c10::GradMode::is_enabled();
+  for (const at::Tensor* t : {&q, &k, &v, &g, &beta, &out})
+    if (!dense_cuda(*t, grad_mode)) return not_taken();
+  for (const OptTensor* p : {&A_log, &dt_bias, &initial_state, &final_state, &cu_seqlens, &workspace})
+    if (has(*p) && !dense_cuda(**p, grad_mode)) return not_taken();
+
+  {
+    const GilRelease no_gil;
+    RECORD_FUNCTION("flash_kda::fwd",
+                    std::vector<c10::IValue>({q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                                              initial_state, final_state, cu_seqlens, workspace, beta_sigmoid,
+                                              qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens}));
+    fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+        workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens);
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef kMethods[] = {
+    {"_fwd_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(&fwd_eager)), METH_FASTCALL,
+     "Eager fast path of flash_kda.fwd (internal): None when it ran, NotImplemented when the call needs "
+     "the torch.ops path."},
+    {nullptr, nullptr, 0, nullptr}};
+#else
+PyMethodDef kMethods[] = {{nullptr, nullptr, 0, nullptr}};
+#endif  // FLASH_KDA_EAGER_FAST_PATH
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_C", "FlashKDA PyTorch ops (torch.ops.flash_kda)", -1, kMethods,
                        nullptr, nullptr, nullptr, nullptr};
 }  // namespace
 

@@ -10,8 +10,9 @@ signature, so flash-linear-attention dispatches ``chunk_kda`` here); uninstall t
     flash_kda.build_info()                                  # versions, CUDA, archs, commit
 
 The op is also reachable as ``torch.ops.flash_kda.fwd`` (schema with mutation annotations, a fake
-kernel for torch.compile). Install: ``pip install --no-build-isolation .`` (torch must be
-importable at build time).
+kernel for torch.compile). In eager mode ``fwd`` runs plain calls through a direct C++ entry point
+(same implementation, no dispatcher; see _ops.py). Install: ``pip install --no-build-isolation .``
+(torch must be importable at build time).
 """
 from ._version import __version__
 from ._ops import build_info, fwd, get_workspace_size

@@ -6,6 +6,14 @@ mutates out / final_state / workspace, as the schema says). The wrapper only mak
 to the C API (which wants the last dimension contiguous, other strides multiple of 16 bytes, and
 dense states / parameters) by copying where that is not already the case; every validation with
 the argument's name is done in C++ before any kernel runs.
+
+Eager fast path: outside torch.compile tracing, `fwd` first offers the call to `_C._fwd_eager`,
+which runs the op's C++ implementation directly (no Python-side checks, no dispatcher) when the call
+is the plain case: plain CUDA tensors the wrapper would not copy, no torch function / dispatch mode,
+no input requiring grad under grad mode, Python numbers and bools. It then does exactly what
+`torch.ops.flash_kda.fwd` would do with the same tensors (same kernel launches, same errors, same
+"flash_kda::fwd" profiler event); anything else returns NotImplemented untouched and goes through
+`_fwd_general`, the torch.ops path. FLASH_KDA_EAGER_FAST_PATH=0 turns the fast path off.
 """
 from __future__ import annotations
 
@@ -16,8 +24,9 @@ import torch
 from ._version import __version__
 
 try:
-    from . import _C  # noqa: F401  (loading it runs the TORCH_LIBRARY registrations of torch.ops.flash_kda)
+    from . import _C  # loading it runs the TORCH_LIBRARY registrations of torch.ops.flash_kda
 except ImportError as exc:  # pragma: no cover - depends on the build
+    _C = None
     # Built without Python's headers, the ops live in a plain library (same code, no PyInit__C).
     _ops_lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_C_ops.so")
     if not os.path.isfile(_ops_lib):
@@ -34,6 +43,13 @@ _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
 # Opt-in device-side check of cu_seqlens contents (synchronises; not under CUDA-graph capture).
 _CHECK_CU_SEQLENS = os.environ.get("FLASH_KDA_CHECK_CU_SEQLENS", "0") not in ("", "0")
+
+# Eager fast path of fwd: _C._fwd_eager(19 arguments in the op's schema order) -> None when it ran the
+# op, NotImplemented when the call needs the general path. None when the extension was built without
+# it (no Python headers or no libtorch_python) or with FLASH_KDA_EAGER_FAST_PATH=0.
+_fwd_eager = getattr(_C, "_fwd_eager", None)
+if os.environ.get("FLASH_KDA_EAGER_FAST_PATH", "1") in ("", "0"):
+    _fwd_eager = None
 
 
 @_register_fake("flash_kda::fwd")
@@ -112,7 +128,32 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
     ``qk_l2norm=False`` uses q and k as given, ``allow_neg_eigval`` doubles beta;
     ``check_cu_seqlens=True`` (or env FLASH_KDA_CHECK_CU_SEQLENS=1) validates cu_seqlens' contents
     on the device (synchronises; not capturable). Runs on the current stream of q's device.
+
+    In eager mode the common case (plain CUDA tensors that need no copy, Python numbers, no
+    torch function / dispatch mode, no input requiring grad while grad mode is on) runs the
+    op's C++ implementation directly, skipping the Python checks and the dispatcher; the
+    result, the errors and the stream are those of ``torch.ops.flash_kda.fwd``.
     """
+    if check_cu_seqlens is None:
+        check_cu_seqlens = _CHECK_CU_SEQLENS
+    # Not while dynamo traces this function (that keeps torch.ops.flash_kda.fwd in the graph).
+    if not _is_compiling() and _fwd_eager is not None and _fwd_eager(
+            q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+            cu_seqlens, workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval,
+            check_cu_seqlens) is None:
+        return None
+    return _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+                        final_state, cu_seqlens, workspace, gate_in_kernel=gate_in_kernel,
+                        beta_sigmoid=beta_sigmoid, qk_l2norm=qk_l2norm,
+                        allow_neg_eigval=allow_neg_eigval, check_cu_seqlens=check_cu_seqlens)
+
+
+def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
+                 final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
+                 beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None):
+    """fwd through torch.ops.flash_kda.fwd, for every input (the path before the eager fast path,
+    and the one dynamo traces): checks the Python types, copies what the C API cannot read as it
+    is, calls the op, copies results back into strided out / final_state."""
     fn = "flash_kda.fwd"
     for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("out", out)):
         _expect_tensor(fn, name, t)

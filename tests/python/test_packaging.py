@@ -47,6 +47,23 @@ def test_fwd_signature_is_upstream_compatible():
     assert positional.index("lower_bound") < first_default, "upstream's required args must stay required"
 
 
+def test_fwd_paths_agree_on_arguments():
+    """fwd hands every argument to the general path and to _C._fwd_eager, the latter in the order
+    of the op's schema (the positions binding.cpp's fwd_eager reads)."""
+    path = os.path.join("python", "flash_kda", "_ops.py")
+    fwd, general = _function(path, "fwd"), _function(path, "_fwd_general")
+    names = [a.arg for a in fwd.args.args + fwd.args.kwonlyargs]
+    assert names == [a.arg for a in general.args.args + general.args.kwonlyargs]
+    assert ast.dump(fwd.args) == ast.dump(general.args), "fwd and _fwd_general must have the same defaults"
+    call = next(n for n in ast.walk(fwd) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_fwd_eager")
+    passed = [a.id for a in call.args]
+    schema = re.search(r'"fwd\((.*?)\) -> \(\)"', re.sub(r'"\s*\n\s*"', "", _read("python", "csrc", "binding.cpp")),
+                       re.S).group(1)
+    schema_names = [re.match(r".*?(\w+)(=.*)?$", a.strip()).group(1) for a in schema.split(",")]
+    assert passed == schema_names, f"_fwd_eager gets {passed}, the schema order is {schema_names}"
+    assert set(passed) == set(names)
+
+
 def test_chunk_kda_accepts_fla_keywords():
     fn = _function(os.path.join("python", "flash_kda", "_chunk.py"), "chunk_kda")
     names = [a.arg for a in fn.args.args + fn.args.kwonlyargs]
