@@ -178,7 +178,8 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
   const RecurrencePlan plan = make_plan(pr);
-  if (std::max(first_pass_ctas(units, plan), second_pass_ctas(units, plan)) > 0x7fffffff)
+  const int64_t combine_ctas = plan.segments >= 3 ? units * (128 / kCombineRows) : 0;
+  if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan), combine_ctas}) > 0x7fffffff)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: N x HV = %lld (sequences x value heads) is too large for one grid",
                       static_cast<long long>(units));
 
@@ -247,7 +248,7 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
     cb.cp_states = rp.cp_states;
     cb.cp_transitions = rp.cp_transitions;
     cb.segments = plan.segments;
-    const cudaError_t err = launch_kernel(context_combine_kernel, dim3(static_cast<unsigned>(units * (128 / kCombineRows))),
+    const cudaError_t err = launch_kernel(context_combine_kernel, dim3(static_cast<unsigned>(combine_ctas)),
                                           kCombineThreads, 0, stream, true, cb);
     if (err != cudaSuccess) return cuda_error("context_combine_kernel launch", err);
   }

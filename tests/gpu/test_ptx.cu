@@ -1,16 +1,20 @@
 // The PTX layer and the recurrence kernel's fragment helpers, each checked against a CPU matmul
 // on random data: every register layout the kernels rely on (mma C -> A reuse, ldmatrix and
 // ldmatrix.trans from the swizzled chunk record, ldmatrix.trans of the padded value tile,
-// stmatrix.trans of the output tile, the bf16 hi/lo split). One warp per test kernel.
+// stmatrix.trans of the output tile, the bf16 hi/lo split). One warp per test kernel. Also the
+// programmatic-dependent-launch pair (grid_dependency.cuh): a dependent grid that starts while its
+// primary still runs sees the primary's writes after wait_primary.
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "src/kernels/sm90/record_fragments.cuh"
+#include "src/ptx/grid_dependency.cuh"
 #include "tests/gpu/gpu_harness.h"
 
 namespace kda::test {
@@ -309,6 +313,69 @@ TEST(Ptx, PreparationProductsFromRecordTiles) {
   for (int i = 0; i < 16; ++i)
     for (int c = 0; c < 128; ++c) z[i * 128 + c] = from_bf16(z_sw[ChunkRecord::wide_index(i, c)]);
   EXPECT_LT(max_rel(z, z_ref), 8e-3);  // bf16 output of a ~16-bit-accurate product
+}
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Primary: lets its dependent launch, then writes `value` after ~200 µs; records when it finished.
+__global__ void probe_slow_writer(int* data, int n, int value, unsigned long long* done_ns) {
+  ptx::launch_dependents();
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < 200000) {
+  }
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) data[i] = value;
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(done_ns, global_ns());
+}
+
+// Dependent: records when it started, waits for the primary, copies what it sees.
+__global__ void probe_dependent_reader(const int* data, int* seen, int n, unsigned long long* start_ns) {
+  if (threadIdx.x == 0) atomicMin(start_ns, global_ns());
+  ptx::wait_primary();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) seen[i] = data[i];
+}
+
+TEST(Ptx, DependentLaunchSeesThePrimaryAfterWaiting) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr int n = 1 << 16;
+  int *data, *seen;
+  unsigned long long* t;  // [0] writer done, [1] reader start
+  ASSERT_EQ(cudaMalloc(&data, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&seen, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&t, 16), cudaSuccess);
+  const unsigned long long init[2] = {0, ~0ull};
+  for (int round = 1; round <= 3; ++round) {
+    ASSERT_EQ(cudaMemset(data, 0, n * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(t, init, 16, cudaMemcpyHostToDevice), cudaSuccess);
+    probe_slow_writer<<<2, 256>>>(data, n, round, t);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(4);
+    cfg.blockDim = dim3(256);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    ASSERT_EQ(cudaLaunchKernelEx(&cfg, probe_dependent_reader, static_cast<const int*>(data), seen, n, t + 1),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<int> host(n);
+    unsigned long long times[2];
+    ASSERT_EQ(cudaMemcpy(host.data(), seen, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(times, t, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(host[i], round) << "element " << i << " read before the primary wrote it";
+    // The dependent really started early (else this test would not exercise the wait).
+    EXPECT_LT(times[1], times[0]) << "the dependent grid started only after the primary finished";
+    std::printf("[ pdl ] round %d: dependent started %.1f us before the primary finished\n", round,
+                (static_cast<double>(times[0]) - static_cast<double>(times[1])) * 1e-3);
+  }
+  cudaFree(data);
+  cudaFree(seen);
+  cudaFree(t);
 }
 
 TEST(Ptx, FragmentCoordinatesCoverTheTile) {
