@@ -17,7 +17,7 @@
 #   FLASH_KDA_DATA (golden/, cases.json, fla/; default .gpu_data, made by scripts/prepare_gpu_data.sh),
 #   VARIANT_BUILDS (extra build folders whose benchmark is timed too, for comparing launcher knobs),
 #   FLA_CASES (benchmark cases to time with FLA, default "T8192_H64 T8192_H8"; FLA autotunes each
-#   new shape, minutes on a fresh machine), PROFILE_CASES (default "T8192_H64 B16_T4096_H32 T8192_H8").
+#   new shape, minutes on a fresh machine), PROFILE_CASES (default "T8192_H64 B16_T4096_H32 T8192_H8 T65536_H8").
 # Prints a summary last. Exit status: number of failed stages.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,12 +107,13 @@ stage_bench() {
 
 stage_profile() {
   local rc=0 c
-  for c in ${PROFILE_CASES:-T8192_H64 B16_T4096_H32 T8192_H8}; do
-    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum -k regex:chunk --launch-count 4 \
+  for c in ${PROFILE_CASES:-T8192_H64 B16_T4096_H32 T8192_H8 T65536_H8}; do
+    # The first call's kernels (4 launches: with context parallelism, preparation, pass 1, combine, pass 2).
+    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum -k 'regex:chunk|combine' --launch-count 4 \
       "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$c" --iters 5 \
       >"$LOG/profile_$c.log" 2>&1 || rc=$((rc + 1))
-    echo "$c: $(grep -E 'chunk_[a-z_]+kernel|gpu__time_duration' "$LOG/profile_$c.log" | sed -E 's/ +/ /g' |
-      sed -E 's/.*(chunk_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
+    echo "$c: $(grep -E '(chunk|combine)_[a-z_]+kernel|gpu__time_duration' "$LOG/profile_$c.log" | sed -E 's/ +/ /g' |
+      sed -E 's/.*([a-z]+_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
   done
   record profile $rc "logs: profile_*.log"
 }
