@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "src/kernels/sm90/record_fragments.cuh"
@@ -348,6 +350,10 @@ TEST(Ptx, DependentLaunchSeesThePrimaryAfterWaiting) {
   ASSERT_EQ(cudaMalloc(&seen, n * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&t, 16), cudaSuccess);
   const unsigned long long init[2] = {0, ~0ull};
+  // Whether the dependent grid started before the primary finished, in any round (the first round
+  // may not overlap: lazy module loading). Under compute-sanitizer kernels are serialised, so the
+  // overlap is required only when FLASH_KDA_REQUIRE_PDL_OVERLAP=1 (scripts/gpu_verify.sh tests).
+  bool overlapped = false;
   for (int round = 1; round <= 3; ++round) {
     ASSERT_EQ(cudaMemset(data, 0, n * 4), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(t, init, 16, cudaMemcpyHostToDevice), cudaSuccess);
@@ -368,11 +374,13 @@ TEST(Ptx, DependentLaunchSeesThePrimaryAfterWaiting) {
     ASSERT_EQ(cudaMemcpy(host.data(), seen, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(times, t, 16, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int i = 0; i < n; ++i) ASSERT_EQ(host[i], round) << "element " << i << " read before the primary wrote it";
-    // The dependent really started early (else this test would not exercise the wait).
-    EXPECT_LT(times[1], times[0]) << "the dependent grid started only after the primary finished";
+    overlapped = overlapped || times[1] < times[0];
     std::printf("[ pdl ] round %d: dependent started %.1f us before the primary finished\n", round,
                 (static_cast<double>(times[0]) - static_cast<double>(times[1])) * 1e-3);
   }
+  const char* require = std::getenv("FLASH_KDA_REQUIRE_PDL_OVERLAP");
+  if (require != nullptr && std::string(require) == "1")
+    EXPECT_TRUE(overlapped) << "the dependent grid never started before its primary finished: the wait was not exercised";
   cudaFree(data);
   cudaFree(seen);
   cudaFree(t);
