@@ -1,8 +1,12 @@
 // GPU test harness (see gpu_harness.h).
 #include "tests/gpu/gpu_harness.h"
 
+#include <gtest/gtest.h>
+
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "reference/common.h"
 #include "src/api/problem.h"
@@ -139,6 +143,83 @@ GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params
     e.non_finite += count_non_finite(state);
   }
   return e;
+}
+
+void expect_close(const char* what, const GpuErrors& e, double out_tol, double state_tol) {
+  std::printf("[ errors ] %-44s out %.3e final_state %.3e\n", what, e.out, e.state);
+  EXPECT_EQ(e.non_finite, 0u) << what;
+  EXPECT_LE(e.out, out_tol) << what;
+  EXPECT_LE(e.state, state_tol) << what;
+}
+
+void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what) {
+  EXPECT_EQ(a.out, b.out) << what;
+  EXPECT_EQ(0, std::memcmp(a.final_f32.data(), b.final_f32.data(), a.final_f32.size() * 4)) << what;
+}
+
+void check_state_dtype_matrix(const ProblemSpec& base, const char* prefix, uint64_t seed0, double out_tol,
+                              double state_tol) {
+  const kda_dtype kinds[3] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32};
+  for (kda_dtype in : kinds)
+    for (kda_dtype out : kinds) {
+      ProblemSpec s = base;
+      s.initial_state = in;
+      s.final_state = out;
+      s.seed = seed0 + static_cast<uint64_t>(in) * 3 + static_cast<uint64_t>(out);
+      RandomProblem p = make_random_problem(s);
+      char name[96];
+      std::snprintf(name, sizeof(name), "%sstate in %d out %d", prefix, in, out);
+      expect_close(name, gpu_vs_f64(p), out_tol, out == KDA_DTYPE_BF16 ? 6e-3 : state_tol);
+    }
+}
+
+void check_varlen_int32_matches_int64(ProblemSpec s, const char* what, double out_tol, double state_tol) {
+  s.cu_dtype = KDA_DTYPE_I64;
+  RandomProblem p64 = make_random_problem(s);
+  s.cu_dtype = KDA_DTYPE_I32;
+  RandomProblem p32 = make_random_problem(s);
+  const std::string name = std::string(what) + ", int64 cu_seqlens";
+  expect_close(name.c_str(), gpu_vs_f64(p64), out_tol, state_tol);
+  ASSERT_EQ(run_on_gpu(p32.params()).code, KDA_OK);
+  expect_identical(p32, p64, (std::string(what) + ": int32 vs int64 cu_seqlens").c_str());
+}
+
+void check_graph_replay(const ProblemSpec& s, const char* what) {
+  RandomProblem p = make_random_problem(s);
+  RandomProblem eager = p;
+  ASSERT_EQ(run_on_gpu(eager.params()).code, KDA_OK);
+
+  DeviceProblem dp(p.params());
+  dp.poison_workspace(0xff);  // nothing the call reads from the workspace may predate it
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  dp.download_outputs();
+  expect_identical(p, eager, (std::string(what) + ": graph replay vs eager").c_str());
+
+  // New inputs into the same buffers, replay: equals an eager run on the new inputs.
+  ProblemSpec t = s;
+  t.seed = 99;
+  RandomProblem fresh = make_random_problem(t);
+  p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta; p.initial_f32 = fresh.initial_f32;
+  p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
+  dp.upload_inputs();
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  dp.download_outputs();
+  ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
+  expect_identical(p, fresh, (std::string(what) + ": graph replay on new inputs vs eager").c_str());
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 ExactReference reference_f64(const kda_fwd_params& host) {

@@ -69,6 +69,27 @@ struct GpuErrors {
 // both with params() passed through `adjust` when given (flags beyond ProblemSpec).
 GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params&)>& adjust = {});
 
+// Prints the errors ("[ errors ] what ...") and expects no non-finite value and both errors
+// within their tolerances.
+void expect_close(const char* what, const GpuErrors& e, double out_tol = 5e-3, double state_tol = 5e-3);
+
+// Bitwise equality of two runs' bf16 out and fp32 final state.
+void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what);
+
+// Every combination of initial and final state dtype (none, bf16, fp32) on `base` (seeds seed0 +
+// 3·in + out), each against the float64 recurrence: out within out_tol, an fp32 final state within
+// state_tol, a bf16 one within 6e-3 (its own rounding, ~2^-9 relative, comes on top).
+void check_state_dtype_matrix(const ProblemSpec& base, const char* prefix, uint64_t seed0, double out_tol,
+                              double state_tol);
+
+// `s` (varlen) with int64 cu_seqlens against the float64 recurrence, and with int32 cu_seqlens:
+// bitwise identical to the int64 run.
+void check_varlen_int32_matches_int64(ProblemSpec s, const char* what, double out_tol, double state_tol);
+
+// `s` captured in a CUDA graph (poisoned workspace) and replayed: identical to an eager run; then
+// new inputs (seed 99) uploaded into the same buffers and replayed: identical to an eager run on them.
+void check_graph_replay(const ProblemSpec& s, const char* what);
+
 // Element size of a dtype in bytes.
 size_t dtype_bytes(kda_dtype dtype);
 // Elements spanned by a strided view (0 when it has no elements).

@@ -19,37 +19,13 @@ namespace {
 
 using Errors = GpuErrors;
 
-// Bitwise equality of two runs' bf16 out and fp32 final state.
-void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what) {
-  EXPECT_EQ(a.out, b.out) << what;
-  EXPECT_EQ(0, std::memcmp(a.final_f32.data(), b.final_f32.data(), a.final_f32.size() * 4)) << what;
-}
-
-void expect_close(const char* what, const Errors& e, double out_tol = 5e-3, double state_tol = 5e-3) {
-  std::printf("[ errors ] %-40s out %.3e final_state %.3e\n", what, e.out, e.state);
-  EXPECT_EQ(e.non_finite, 0u) << what;
-  EXPECT_LE(e.out, out_tol) << what;
-  EXPECT_LE(e.state, state_tol) << what;
-}
-
 TEST(GpuOptions, StateDtypeMatrix) {
   KDA_SKIP_WITHOUT_SM90();
-  const kda_dtype kinds[3] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32};
-  for (kda_dtype in : kinds)
-    for (kda_dtype out : kinds) {
-      ProblemSpec s;
-      s.B = 2;
-      s.T = 45;
-      s.H = s.HV = 2;
-      s.initial_state = in;
-      s.final_state = out;
-      s.seed = 10 + in * 3 + out;
-      RandomProblem p = make_random_problem(s);
-      char name[64];
-      std::snprintf(name, sizeof(name), "state in %d out %d", in, out);
-      // A bf16 final state carries bf16 rounding (~2^-9 relative) on top of the kernel's error.
-      expect_close(name, gpu_vs_f64(p), 5e-3, out == KDA_DTYPE_BF16 ? 6e-3 : 4e-3);
-    }
+  ProblemSpec s;
+  s.B = 2;
+  s.T = 45;
+  s.H = s.HV = 2;
+  check_state_dtype_matrix(s, "", 10, 5e-3, 4e-3);
 }
 
 TEST(GpuOptions, VarlenEdgesInt32AndInt64Agree) {
@@ -60,12 +36,7 @@ TEST(GpuOptions, VarlenEdgesInt32AndInt64Agree) {
   s.H = s.HV = 3;
   s.cu_seqlens = {0, 0, 1, 16, 17, 33, 33, 100, 200};
   s.seed = 21;
-  RandomProblem p64 = make_random_problem(s);
-  s.cu_dtype = KDA_DTYPE_I32;
-  RandomProblem p32 = make_random_problem(s);
-  expect_close("varlen int64", gpu_vs_f64(p64));
-  ASSERT_EQ(run_on_gpu(p32.params()).code, KDA_OK);
-  expect_identical(p32, p64, "int32 vs int64 cu_seqlens");
+  check_varlen_int32_matches_int64(s, "varlen", 5e-3, 5e-3);
 }
 
 TEST(GpuOptions, SingleTokenSequencesAndEmptyBatch) {
@@ -217,38 +188,7 @@ TEST(GpuSafety, CudaGraphCaptureAndReplay) {
   s.T = 300;
   s.H = s.HV = 4;
   s.cu_seqlens = {0, 100, 117, 300};
-  RandomProblem p = make_random_problem(s);
-  RandomProblem eager = p;
-  ASSERT_EQ(run_on_gpu(eager.params()).code, KDA_OK);
-
-  DeviceProblem dp(p.params());
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(st.code, KDA_OK) << st.message;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  dp.download_outputs();
-  expect_identical(p, eager, "graph replay vs eager");
-
-  // New inputs into the same buffers, replay: equals an eager run on the new inputs.
-  RandomProblem fresh = make_random_problem([&] { ProblemSpec t = s; t.seed = 99; return t; }());
-  p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta; p.initial_f32 = fresh.initial_f32;
-  p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
-  dp.upload_inputs();
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  dp.download_outputs();
-  ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
-  expect_identical(p, fresh, "graph replay on new inputs vs eager");
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  check_graph_replay(s, "one pass");
 }
 
 TEST(GpuSafety, BadCuSeqlensContentsNeverFaultAndTheCheckNamesThem) {
