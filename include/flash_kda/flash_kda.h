@@ -44,6 +44,9 @@ extern "C" {
 #define FLASH_KDA_VERSION_MINOR 1
 #define FLASH_KDA_VERSION_PATCH 0
 
+/* Largest segment count kda_fwd_params.context_split accepts. */
+#define KDA_MAX_CONTEXT_SPLIT 64
+
 /* Same type as cudaStream_t (declared here so the header needs no CUDA include). NULL = default stream. */
 typedef struct CUstream_st* kda_stream_t;
 
@@ -96,8 +99,8 @@ typedef struct kda_fwd_params {
   int32_t check_cu_seqlens;
   /* Intra-card context parallelism (GPU only; the CPU paths ignore it): 0 = automatic (long
      sequences with few heads are split into segments when that is faster on this GPU); 1 = never;
-     n in [2, 64] = split every sequence into n segments. Results differ between plans by rounding
-     only (each plan is deterministic); the workspace size depends on the plan. */
+     n in [2, KDA_MAX_CONTEXT_SPLIT] = split every sequence into n segments. Results differ between
+     plans by rounding only (each plan is deterministic); the workspace size depends on the plan. */
   int32_t context_split;
 } kda_fwd_params;
 

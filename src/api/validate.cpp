@@ -205,10 +205,10 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
                       "lower_bound: expected a value in [-5, 0) for the bounded gate (use the softplus gate, "
                       "lower_bound=None, for an unbounded decay), got %g",
                       p->lower_bound);
-  if (p->context_split < 0 || p->context_split > 64)
+  if (p->context_split < 0 || p->context_split > KDA_MAX_CONTEXT_SPLIT)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                      "context_split: expected 0 (automatic), 1 (off) or a segment count in [2, 64], got %d",
-                      p->context_split);
+                      "context_split: expected 0 (automatic), 1 (off) or a segment count in [2, %d], got %d",
+                      KDA_MAX_CONTEXT_SPLIT, p->context_split);
   if (!std::isfinite(p->scale))
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "scale: expected a finite value, got %g",
                       p->scale);

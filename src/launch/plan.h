@@ -16,9 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "flash_kda/flash_kda.h"
+
 namespace kda::sm90 {
 
-inline constexpr int kMaxContextSegments = 64;
+inline constexpr int kMaxContextSegments = KDA_MAX_CONTEXT_SPLIT;  // what validation accepts
 
 struct RecurrencePlan {
   int segments = 1;       // P: 1 = whole sequences (one pass)

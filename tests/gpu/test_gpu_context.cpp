@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstring>
 
 #include "tests/gpu/gpu_harness.h"
 #include "tests/random_problem.h"
