@@ -60,6 +60,7 @@ struct PrepSmem {
     };
   };
   float b[16];
+  int32_t bound[4];  // per warp (float_order_key): the largest chunk log2-decay over its key columns (bounded warm-up)
   alignas(16) float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
   float qhat[kPairwise ? 16 * kLd : 4];
 };
@@ -105,6 +106,13 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
   __nv_bfloat16 h = __float2bfloat16_rn(x);
   return *reinterpret_cast<uint16_t*>(&h);
 }
+
+// A float as an int32 with the same order (for integer max reductions); not for NaN.
+__device__ __forceinline__ int32_t float_order_key(float x) {
+  const int32_t b = __float_as_int(x);
+  return b >= 0 ? b : b ^ 0x7fffffff;
+}
+__device__ __forceinline__ float float_from_order_key(int32_t k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t idx, bool is_f32) {
   return is_f32 ? static_cast<const float*>(p)[idx] : bf16_bits_to_float(static_cast<const uint16_t*>(p)[idx]);
@@ -293,8 +301,21 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       sm.G[i * kLd + tile_col<kSwz>(c)] = Gc;
     }
     reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
+    if (p.chunk_bounds != nullptr) {
+      // The bounded warm-up's decay bound (spec §10): max over k of the chunk's summed log2-decay,
+      // +inf where it does not bound anything (a growing or NaN decay; b outside [0, 2], where
+      // I - b·k̂k̂ᵀ may expand).
+      // Floats as order-preserving integers: one warp max reduction (redux.sync).
+      int32_t key = Gc <= 0.0f ? float_order_key(Gc) : float_order_key(__int_as_float(0x7f800000));
+      if (c < 16 && !(sm.b[c] >= 0.0f && sm.b[c] <= 2.0f)) key = float_order_key(__int_as_float(0x7f800000));
+      key = __reduce_max_sync(0xffffffffu, key);
+      if (lane == 0) sm.bound[warp] = key;
+    }
   }
   __syncthreads();
+  if (p.chunk_bounds != nullptr && tid == 0)
+    p.chunk_bounds[static_cast<int64_t>(hv) * p.seq.num_vchunks + blockIdx.x] =
+        float_from_order_key(max(max(sm.bound[0], sm.bound[1]), max(sm.bound[2], sm.bound[3])));
 
   // ---- Phase 3 (row map): Kd, Qd, Ki tiles and Kr ------------------------------------------------
   {
