@@ -76,6 +76,7 @@ stage_sanitizer() {
   local rc=0 tool r
   local golden='Golden/GoldenGpu.*/basic:Golden/GoldenGpu.*/varlen_edges:Golden/GoldenGpu.*/gva:Golden/GoldenGpu.*/softplus_gate:Ptx.*'
   local all="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:GpuContext.VarlenInt32AndInt64Agree"
+  all="$all:GpuWarmup.EveryPieceCount:GpuWarmup.MixedFallbackIsExactAndDeterministic:GpuWarmup.IgnoringTheBoundFailsOnLongMemory"
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$golden
