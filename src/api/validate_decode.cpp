@@ -48,7 +48,7 @@ kda_status check_pool(const kda_decode_params& p, ValidateMode mode, DecodeProbl
   return make_ok();
 }
 
-kda_status check_indices(const kda_decode_params& p, ValidateMode mode, DecodeProblem* dp) {
+kda_status check_indices(const kda_decode_params& p, DecodeProblem* dp) {
   const Problem& pr = dp->pr;
   const kda_tensor& ix = p.state_indices;
   dp->has_indices = present(ix);
@@ -136,7 +136,7 @@ kda_status validate_decode(const kda_decode_params* p, ValidateMode mode, Decode
   f.allow_neg_eigval = p->allow_neg_eigval;
   KDA_RETURN_IF_ERROR(validate(&f, mode, &dp.pr));
   KDA_RETURN_IF_ERROR(check_pool(*p, mode, &dp));
-  KDA_RETURN_IF_ERROR(check_indices(*p, mode, &dp));
+  KDA_RETURN_IF_ERROR(check_indices(*p, &dp));
   return make_ok();
 }
 
