@@ -81,8 +81,12 @@ def _decode_general(q, k, v, g, beta, state_pool, state_indices, out, scale, A_l
     if beta.dim() > 0 and beta.size(-1) > 1 and beta.stride(-1) != 1:
         beta = beta.contiguous()
     A_log, dt_bias = _param(A_log), _param(dt_bias)
-    state_indices, num_accepted_tokens, cu_seqlens = (
-        None if t is None else t.contiguous() for t in (state_indices, num_accepted_tokens, cu_seqlens))
+    if state_indices is not None:
+        state_indices = state_indices.contiguous()
+    if num_accepted_tokens is not None:
+        num_accepted_tokens = num_accepted_tokens.contiguous()
+    if cu_seqlens is not None:
+        cu_seqlens = cu_seqlens.contiguous()
     if out is None:
         out = torch.empty(v.shape, dtype=torch.bfloat16, device=v.device)
     out_buf = out if _rows_ok(out) else torch.empty(out.shape, dtype=out.dtype, device=out.device)
