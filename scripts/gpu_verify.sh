@@ -120,7 +120,16 @@ stage_decode() {
     ${DECODE_ARGS:-} >"$LOG/bench_decode.log" 2>&1
   local rc=$?
   cat "$LOG/bench_decode.log"
-  record decode $rc "logs: bench_decode.log, bench_decode.json"
+  # Variant builds (VARIANT_BUILDS, e.g. -DCMAKE_CUDA_FLAGS=-DFLASH_KDA_DECODE_BULK_MIN_BLOCKS=5), same call.
+  local v
+  for v in ${VARIANT_BUILDS:-}; do
+    [ -x "$v/benchmarks/flash_kda_bench_decode" ] || continue
+    timeout 600 "$v/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
+      --json "$LOG/bench_decode_$(basename "$v").json" ${DECODE_ARGS:-} >"$LOG/bench_decode_$(basename "$v").log" 2>&1
+    echo "--- variant $v"
+    cat "$LOG/bench_decode_$(basename "$v").log"
+  done
+  record decode $rc "logs: bench_decode*.log, bench_decode*.json"
 }
 
 stage_profile() {

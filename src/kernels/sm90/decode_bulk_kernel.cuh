@@ -70,6 +70,10 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS) de
   ptx::wait_primary();
   const SequenceSpan span = sequence_span(p.seq, n);
   const int64_t start = slot_at(p, n, read_column(p, n));
+  // The first block's raw token inputs, loaded before anything waits on the slot index.
+  const bool early = warp < min(span.len, p.tok_cap);
+  TokenRaw first{};
+  if (early) first = load_token<kGate>(p, span, warp, hv, lane);
   const int64_t out_base = span.batch * p.out_st.b + static_cast<int64_t>(span.t0) * p.out_st.t + hv * p.out_st.h;
   if (start < 0 || start >= p.slots) {  // padding: zero output rows, no state access
     zero_outputs(p, out_base, span.len, row0, L::kRowsPerCta, tid, kThreads);
@@ -84,7 +88,8 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS) de
     ptx::bulk_copy_g2s(slice_rows, pool_row<kF32>(p, start, hv, row0), L::kSliceBytes, bar);
   }
   const bool one_block = span.len <= p.tok_cap;
-  if (one_block) prepare_block<kGate, kF32>(p, sm, span, 0, span.len, n, hv, warp, kThreads / 32, lane);
+  if (one_block)
+    prepare_block<kGate, kF32>(p, sm, span, 0, span.len, n, hv, warp, kThreads / 32, lane, first, early);
   __syncthreads();  // the vectors and the barrier's initialisation
   ptx::mbar_wait(bar, 0);
 
@@ -101,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS) de
       const int block_len = min(p.tok_cap, span.len - tb);
       if (!one_block) {
         __syncthreads();  // every thread is done with the previous block's vectors
-        prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane);
+        prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane, first, false);
         __syncthreads();
       }
       for (int w = 0; w < block_len; ++w) {

@@ -115,38 +115,52 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Warp-wide: token t of the sequence (lane owns key columns [4·lane, 4·lane + 4)) into slot w of
-// the shared vectors, with the fp32 math of chunk_prep_kernel (gate_math.cuh; log2-domain decay).
-template <GateKind kGate, bool kF32>
-__device__ __forceinline__ void prepare_token(const DecodeParams& p, const DecodeVectors& sm, int w,
-                                              const SequenceSpan& span, int t, int n, int hv, int lane) {
+// A lane's raw inputs of one token: key columns [4·lane, 4·lane + 4) of q, k, g, dt_bias and values
+// [4·lane, +4) of v, and beta. Loaded separately from the math (finish_token) so that a kernel can
+// issue these loads before it waits for the slot index.
+struct TokenRaw {
+  uint2 q, k, v;
+  float g[4], dtb[4];
+  float beta, a_log;
+};
+
+template <GateKind kGate>
+__device__ __forceinline__ TokenRaw load_token(const DecodeParams& p, const SequenceSpan& span, int t, int hv,
+                                               int lane) {
+  TokenRaw x;
   const int hq = hv / p.group;
   const int64_t tok = span.t0 + t;
   const int c0 = 4 * lane;
-  const uint2 qr = *reinterpret_cast<const uint2*>(p.q + span.batch * p.q_st.b + tok * p.q_st.t + hq * p.q_st.h + c0);
-  const uint2 kr = *reinterpret_cast<const uint2*>(p.k + span.batch * p.k_st.b + tok * p.k_st.t + hq * p.k_st.h + c0);
-  const uint2 vr = *reinterpret_cast<const uint2*>(p.v + span.batch * p.v_st.b + tok * p.v_st.t + hv * p.v_st.h + c0);
+  x.q = *reinterpret_cast<const uint2*>(p.q + span.batch * p.q_st.b + tok * p.q_st.t + hq * p.q_st.h + c0);
+  x.k = *reinterpret_cast<const uint2*>(p.k + span.batch * p.k_st.b + tok * p.k_st.t + hq * p.k_st.h + c0);
+  x.v = *reinterpret_cast<const uint2*>(p.v + span.batch * p.v_st.b + tok * p.v_st.t + hv * p.v_st.h + c0);
   const int64_t goff = span.batch * p.g_st.b + tok * p.g_st.t + hv * p.g_st.h + c0;
-  float g[4];
   if (p.g_is_f32) {
-    const float4 x = *reinterpret_cast<const float4*>(static_cast<const float*>(p.g) + goff);
-    g[0] = x.x; g[1] = x.y; g[2] = x.z; g[3] = x.w;
+    const float4 g = *reinterpret_cast<const float4*>(static_cast<const float*>(p.g) + goff);
+    x.g[0] = g.x; x.g[1] = g.y; x.g[2] = g.z; x.g[3] = g.w;
   } else {
-    const uint2 x = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.g) + goff);
-    g[0] = bf16_lo(x.x); g[1] = bf16_hi(x.x); g[2] = bf16_lo(x.y); g[3] = bf16_hi(x.y);
+    const uint2 g = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.g) + goff);
+    x.g[0] = bf16_lo(g.x); x.g[1] = bf16_hi(g.x); x.g[2] = bf16_lo(g.y); x.g[3] = bf16_hi(g.y);
   }
-  float dtb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  x.dtb[0] = x.dtb[1] = x.dtb[2] = x.dtb[3] = 0.0f;
   if (kGate != GateKind::kPreactivated && p.dt_bias != nullptr) {
-    const float4 x = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + c0);
-    dtb[0] = x.x; dtb[1] = x.y; dtb[2] = x.z; dtb[3] = x.w;
+    const float4 d = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + c0);
+    x.dtb[0] = d.x; x.dtb[1] = d.y; x.dtb[2] = d.z; x.dtb[3] = d.w;
   }
   const int64_t boff = span.batch * p.beta_st.b + tok * p.beta_st.t + hv * p.beta_st.h;
-  const float braw = p.beta_is_f32 ? static_cast<const float*>(p.beta)[boff]
-                                   : bf16_lo(static_cast<const uint16_t*>(p.beta)[boff]);
-  const float exp_a_log = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.0f;
+  x.beta = p.beta_is_f32 ? static_cast<const float*>(p.beta)[boff] : bf16_lo(static_cast<const uint16_t*>(p.beta)[boff]);
+  x.a_log = p.A_log != nullptr ? p.A_log[hv] : 0.0f;  // exp() in finish_token
+  return x;
+}
 
-  const float q[4] = {bf16_lo(qr.x), bf16_hi(qr.x), bf16_lo(qr.y), bf16_hi(qr.y)};
-  const float k[4] = {bf16_lo(kr.x), bf16_hi(kr.x), bf16_lo(kr.y), bf16_hi(kr.y)};
+// Warp-wide: the prepared vectors of token t (raw inputs `x`) into token slot w, with the fp32 math
+// of chunk_prep_kernel (gate_math.cuh; log2-domain decay).
+template <GateKind kGate, bool kF32>
+__device__ __forceinline__ void finish_token(const DecodeParams& p, const DecodeVectors& sm, int w, const TokenRaw& x,
+                                             int t, int n, int lane) {
+  const float exp_a_log = p.A_log != nullptr ? expf(x.a_log) : 1.0f;
+  const float q[4] = {bf16_lo(x.q.x), bf16_hi(x.q.x), bf16_lo(x.q.y), bf16_hi(x.q.y)};
+  const float k[4] = {bf16_lo(x.k.x), bf16_hi(x.k.x), bf16_lo(x.k.y), bf16_hi(x.k.y)};
   float qss = 0.0f, kss = 0.0f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -164,19 +178,19 @@ __device__ __forceinline__ void prepare_token(const DecodeParams& p, const Decod
   for (int e = 0; e < 4; ++e) {
     float a;  // log2-decay
     if constexpr (kGate == GateKind::kBounded)
-      a = bounded_log2_decay(g[e], dtb[e] * gk.nc1, gk);
+      a = bounded_log2_decay(x.g[e], x.dtb[e] * gk.nc1, gk);
     else
-      a = gate_log_decay<kGate>(g[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e;
+      a = gate_log_decay<kGate>(x.g[e] + x.dtb[e], exp_a_log, p.lower_bound) * kLog2e;
     d[e] = exp2_fast(a);  // underflows to 0 for very negative a (never Inf or NaN)
   }
   const int slot4 = 4 * decode_chunk<kF32>(lane);
   *reinterpret_cast<float4*>(sm.d + w * 128 + slot4) = make_float4(d[0], d[1], d[2], d[3]);
   *reinterpret_cast<float4*>(sm.k + w * 128 + slot4) = make_float4(k[0] * kinv, k[1] * kinv, k[2] * kinv, k[3] * kinv);
   *reinterpret_cast<float4*>(sm.q + w * 128 + slot4) = make_float4(q[0] * qinv, q[1] * qinv, q[2] * qinv, q[3] * qinv);
-  *reinterpret_cast<float4*>(sm.v + w * 128 + c0) =
-      make_float4(bf16_lo(vr.x), bf16_hi(vr.x), bf16_lo(vr.y), bf16_hi(vr.y));
+  *reinterpret_cast<float4*>(sm.v + w * 128 + 4 * lane) =
+      make_float4(bf16_lo(x.v.x), bf16_hi(x.v.x), bf16_lo(x.v.y), bf16_hi(x.v.y));
   if (lane == 0) {
-    sm.b[w] = beta_activation(braw, p.beta_sigmoid != 0, p.allow_neg_eigval != 0);
+    sm.b[w] = beta_activation(x.beta, p.beta_sigmoid != 0, p.allow_neg_eigval != 0);
     int64_t ws = -1;
     if (p.indices_2d && t < p.idx_cols) {
       ws = slot_at(p, n, t);
@@ -186,12 +200,26 @@ __device__ __forceinline__ void prepare_token(const DecodeParams& p, const Decod
   }
 }
 
+template <GateKind kGate, bool kF32>
+__device__ __forceinline__ void prepare_token(const DecodeParams& p, const DecodeVectors& sm, int w,
+                                              const SequenceSpan& span, int t, int n, int hv, int lane) {
+  finish_token<kGate, kF32>(p, sm, w, load_token<kGate>(p, span, t, hv, lane), t, n, lane);
+}
+
 // Prepares the tokens [tb, tb + block_len) of the sequence into token slots 0.. (warp w: tokens
-// tb + w, tb + w + warps, ...). Call from every thread; a barrier must follow before they are read.
+// tb + w, tb + w + warps, ...). With use_first, the warp's first token is finished from `first`
+// (its raw inputs, loaded early by the caller). Call from every thread; a barrier must follow
+// before the vectors are read.
 template <GateKind kGate, bool kF32>
 __device__ __forceinline__ void prepare_block(const DecodeParams& p, const DecodeVectors& sm, const SequenceSpan& span,
-                                              int tb, int block_len, int n, int hv, int warp, int warps, int lane) {
-  for (int w = warp; w < block_len; w += warps) prepare_token<kGate, kF32>(p, sm, w, span, tb + w, n, hv, lane);
+                                              int tb, int block_len, int n, int hv, int warp, int warps, int lane,
+                                              const TokenRaw& first, bool use_first) {
+  int w = warp;
+  if (use_first && w < block_len) {
+    finish_token<kGate, kF32>(p, sm, w, first, tb + w, n, lane);
+    w += warps;
+  }
+  for (; w < block_len; w += warps) prepare_token<kGate, kF32>(p, sm, w, span, tb + w, n, hv, lane);
 }
 
 // Sum over the row group of a lane's two half sums, in the order of a 16-lane row group.

@@ -64,6 +64,10 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS) decode_
   ptx::wait_primary();  // everything below may read what the previous kernel wrote
   const SequenceSpan span = sequence_span(p.seq, n);
   const int64_t start = slot_at(p, n, read_column(p, n));
+  // The first block's raw token inputs, loaded before anything waits on the slot index.
+  const bool early = warp < min(span.len, p.tok_cap);
+  TokenRaw first{};
+  if (early) first = load_token<kGate>(p, span, warp, hv, lane);
   const int64_t out_base = span.batch * p.out_st.b + static_cast<int64_t>(span.t0) * p.out_st.t + hv * p.out_st.h;
   if (start < 0 || start >= p.slots) {  // padding: zero output rows, no state access
     zero_outputs(p, out_base, span.len, slice * Tile::kRowsPerCta, Tile::kRowsPerCta, tid, kThreads);
@@ -79,7 +83,8 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS) decode_
   for (int tb = 0; tb < span.len; tb += p.tok_cap) {
     const int block_len = min(p.tok_cap, span.len - tb);
     if (tb > 0) __syncthreads();  // the previous block's vectors are no longer read
-    prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane);
+    prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane, first,
+                               tb == 0 && early);
     __syncthreads();
     if (tb == 0) {
 #pragma unroll
