@@ -245,7 +245,8 @@ Result run_case(const Case& c, int config, int iters, int graph_calls) {
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_OK(cudaGraphDestroy(graph));
     for (int i = 0; i < 3; ++i) CUDA_OK(cudaGraphLaunch(exec, stream));
-    res.graph_us = median_us(std::max(10, iters / 2), [&](int) { CUDA_OK(cudaGraphLaunch(exec, stream)); }) / graph_calls;
+    res.graph_us =
+        median_us(std::max(10, iters / 2), [&](int) { CUDA_OK(cudaGraphLaunch(exec, stream)); }) / graph_calls;
     CUDA_OK(cudaGraphExecDestroy(exec));
   }
 
@@ -285,12 +286,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--cases") cases_path = next();
-    else if (a == "--json") json_path = next();
-    else if (a == "--iters") iters = std::max(5, std::atoi(next().c_str()));
-    else if (a == "--graph-calls") graph_calls = std::max(0, std::atoi(next().c_str()));
-    else if (a == "--filter") filter = next();
-    else if (a == "--configs") configs_arg = next();
+    if (a == "--cases")
+      cases_path = next();
+    else if (a == "--json")
+      json_path = next();
+    else if (a == "--iters")
+      iters = std::max(5, std::atoi(next().c_str()));
+    else if (a == "--graph-calls")
+      graph_calls = std::max(0, std::atoi(next().c_str()));
+    else if (a == "--filter")
+      filter = next();
+    else if (a == "--configs")
+      configs_arg = next();
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--graph-calls 20] "

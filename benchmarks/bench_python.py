@@ -333,8 +333,9 @@ def main():
                         failed.append({"group": group, "name": case["name"], "error": f"{type(exc).__name__}: {exc}"})
                         print(f"{group:20s} {case['name']:22s} FAILED {failed[-1]['error']}", flush=True)
                         continue
-                    print(f"{group:20s} {r['name']:22s} ours {r['ours_us']:.1f} us  graph {fmt(r['ours_graph_us'], 2)}  "
-                          f"FLA {fmt(r['fla_us'], 1)}  graph {fmt(r['fla_graph_us'], 2)}", flush=True)
+                    print(f"{group:20s} {r['name']:22s} ours {r['ours_us']:.1f} us  "
+                          f"graph {fmt(r['ours_graph_us'], 2)}  FLA {fmt(r['fla_us'], 1)}  "
+                          f"graph {fmt(r['fla_graph_us'], 2)}", flush=True)
                     results.append(r)
                     torch.cuda.empty_cache()
                 continue

@@ -108,7 +108,8 @@ def decode_tables(rows, py):
         checks.append(f"decode_B1_H8: {r['graph_us']:.2f} µs (target ≤ 3 µs)")
     a, b = get("decode_B256_H32"), get("decode_B256_H32_bf16")
     if a and b:
-        checks.append(f"bf16 pool at B256 H32: {a['graph_us'] / b['graph_us']:.2f}× faster than fp32 (target ≥ 1.7×)")
+        checks.append(f"bf16 pool at B256 H32: {a['graph_us'] / b['graph_us']:.2f}× faster than fp32 "
+                      "(target ≥ 1.7×)")
     for v in [n for n in auto if n.startswith("verify4_")]:
         d = get(v.replace("verify4_", "decode_"))
         if d:
@@ -205,7 +206,8 @@ def main():
                  "configuration; `eager µs` = CUDA events around the C API call. floor = state bytes read + written",
                  "/ 4.27 TB/s. FLA (file) = `fla_graph_us` of cases.json; FLA (this run) = FLA's",
                  "`fused_recurrent_kda` timed by `benchmarks/bench_python.py` in the same session (same protocol).",
-                 "", main_table, "", "Graph µs of every kernel configuration (src/launch/decode_plan.h; best in bold):",
+                 "", main_table, "",
+                 "Graph µs of every kernel configuration (src/launch/decode_plan.h; best in bold):",
                  "", cfg_table, "", "Targets:", "", checks, ""]
     with open(a.out, "w") as f:
         f.write("\n".join(text))

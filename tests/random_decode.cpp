@@ -123,7 +123,7 @@ size_t pool_slot_bytes(const RandomDecode& d) {
 
 const uint8_t* pool_slot(const RandomDecode& d, int64_t slot) {
   const uint8_t* base = d.spec.pool == KDA_DTYPE_F32 ? reinterpret_cast<const uint8_t*>(d.pool_f32.data())
-                                                      : reinterpret_cast<const uint8_t*>(d.pool_bf16.data());
+                                                     : reinterpret_cast<const uint8_t*>(d.pool_bf16.data());
   return base + static_cast<size_t>(slot) * pool_slot_bytes(d);
 }
 

@@ -18,8 +18,8 @@ struct DecodeSpec {
   kda_gate gate = KDA_GATE_BOUNDED;
   float lower_bound = -5.0f;
   bool with_A_log = true, with_dt_bias = true;
-  int idx_dims = 1;          // 0: absent (slot n), 1: [N], 2: [N, idx_cols]
-  int64_t idx_cols = 0;      // 0: T (2-D indices)
+  int idx_dims = 1;      // 0: absent (slot n), 1: [N], 2: [N, idx_cols]
+  int64_t idx_cols = 0;  // 0: T (2-D indices)
   kda_dtype idx_dtype = KDA_DTYPE_I32;
   bool with_accepted = false;  // num_accepted_tokens (2-D indices), all = idx_cols until set
   kda_dtype accepted_dtype = KDA_DTYPE_I32;

@@ -211,8 +211,8 @@ TEST(DecodeCpu, PaddingAndUnnamedSlotsUntouched) {
   s.slots = 12;
   s.idx_dims = 2;
   RandomDecode d = make_random_decode(s);
-  d.set_index(1, 0, -1);  // sequence 1: padding (start slot -1), whatever its other entries
-  d.set_index(2, 1, -1);  // sequence 2: no state write after token 1
+  d.set_index(1, 0, -1);                          // sequence 1: padding (start slot -1), whatever its other entries
+  d.set_index(2, 1, -1);                          // sequence 2: no state write after token 1
   std::fill(d.out.begin(), d.out.end(), 0x7fc0);  // NaN: every output row must be written
   const RandomDecode before = d;
   kda_decode_params p = d.params();
@@ -326,7 +326,8 @@ TEST(DecodeValidation, NamesTheArgument) {
   {
     kda_decode_params p = d.params();
     p.state_indices.shape[0] = 3;
-    EXPECT_NE(validation_message(p).find("state_indices: expected shape [2]"), std::string::npos) << validation_message(p);
+    EXPECT_NE(validation_message(p).find("state_indices: expected shape [2]"), std::string::npos)
+        << validation_message(p);
   }
   {
     kda_decode_params p = d.params();
@@ -377,7 +378,7 @@ TEST(DecodePlan, ConfigurationsAndAutomaticChoice) {
   }
   // The benchmark's decode cases on a 132-SM H200: few heads -> 16 small CTAs per head (latency);
   // from 132 heads on -> the bulk-copy configuration (2 CTAs per head).
-  EXPECT_EQ(sm90::plan_decode(8, 132, 0).config, 1);     // B1 H8
+  EXPECT_EQ(sm90::plan_decode(8, 132, 0).config, 1);  // B1 H8
   EXPECT_EQ(sm90::plan_decode(8, 132, 0).ctas, 128);
   EXPECT_EQ(sm90::plan_decode(256, 132, 0).config, 4);   // B32 H8
   EXPECT_EQ(sm90::plan_decode(2048, 132, 0).config, 4);  // B256 H8

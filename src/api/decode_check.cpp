@@ -121,9 +121,10 @@ kda_status decode_check_status(const DecodeProblem& dp, const DecodeCheckResult&
     if (r.cu_kind == 1)
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "cu_seqlens: expected cu_seqlens[0] = 0, got %lld", x);
     if (r.cu_kind == 2)
-      return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                        "cu_seqlens: expected non-decreasing entries, got cu_seqlens[%lld] = %lld < cu_seqlens[%lld] = %lld",
-                        i, x, i - 1, o);
+      return make_error(
+          KDA_ERROR_INVALID_ARGUMENT,
+          "cu_seqlens: expected non-decreasing entries, got cu_seqlens[%lld] = %lld < cu_seqlens[%lld] = %lld", i, x,
+          i - 1, o);
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "cu_seqlens: expected entries <= the packed length B*T = %lld, got cu_seqlens[%lld] = %lld", o, i,
                       x);
@@ -132,7 +133,8 @@ kda_status decode_check_status(const DecodeProblem& dp, const DecodeCheckResult&
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "state_indices: expected T_idx = %lld >= every sequence's length (a slot per token), got "
                       "sequence %lld of length %lld (cu_seqlens)",
-                      cols, static_cast<long long>(r.first[kCheckLength]), static_cast<long long>(r.value[kCheckLength]));
+                      cols, static_cast<long long>(r.first[kCheckLength]),
+                      static_cast<long long>(r.value[kCheckLength]));
   if (r.first[kCheckDuplicate] >= 0) {
     entry(r.first[kCheckDuplicate], at, sizeof(at));
     entry(r.other[kCheckDuplicate] * cols + (r.other_t[kCheckDuplicate] < 0 ? 0 : r.other_t[kCheckDuplicate]), at2,

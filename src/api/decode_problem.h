@@ -21,7 +21,7 @@ struct DecodeProblem {
   bool has_indices = false;  // absent: sequence n uses slot n
   bool indices_2d = false;   // [N, idx_cols]: one slot per token
   bool indices_i64 = false;
-  int64_t idx_cols = 1;                      // T_idx (1 for [N] indices)
+  int64_t idx_cols = 1;                        // T_idx (1 for [N] indices)
   int64_t idx_stride_n = 1, idx_stride_t = 1;  // elements
   bool has_accepted = false, accepted_i64 = false;
   int64_t accepted_stride = 1;
@@ -63,11 +63,11 @@ inline bool valid_slot(const DecodeProblem& dp, int64_t slot) { return slot >= 0
 //
 // first[kind]: the first bad entry of each kind (-1: none); the details say what it holds.
 enum DecodeCheckKind : int {
-  kCheckSlotRange = 0,   // entry e = n * T_idx + t with idx >= slots (value = idx)
-  kCheckAccepted = 1,    // sequence n with num_accepted_tokens[n] outside [0, T_idx] (value = a)
-  kCheckCuSeqlens = 2,   // cu_seqlens: cu_kind 1 (first != 0), 2 (decreasing), 3 (past T_total); entry index
-  kCheckLength = 3,      // sequence n longer than T_idx tokens with 2-D indices (value = length)
-  kCheckDuplicate = 4,   // entry e naming slot `value` already named by sequence `other` (entry other_t)
+  kCheckSlotRange = 0,  // entry e = n * T_idx + t with idx >= slots (value = idx)
+  kCheckAccepted = 1,   // sequence n with num_accepted_tokens[n] outside [0, T_idx] (value = a)
+  kCheckCuSeqlens = 2,  // cu_seqlens: cu_kind 1 (first != 0), 2 (decreasing), 3 (past T_total); entry index
+  kCheckLength = 3,     // sequence n longer than T_idx tokens with 2-D indices (value = length)
+  kCheckDuplicate = 4,  // entry e naming slot `value` already named by sequence `other` (entry other_t)
   kNumCheckKinds = 5
 };
 struct DecodeCheckResult {

@@ -61,18 +61,17 @@ kda_status check_indices(const kda_decode_params& p, DecodeProblem* dp) {
   } else {
     if (ix.ndim == 1) {
       const int64_t shape[1] = {pr.N};
-      KDA_RETURN_IF_ERROR(check_tensor_rules("state_indices", ix, 1, shape, KDA_DTYPE_I32, KDA_DTYPE_I64, false,
-                                             "[N] (N sequences)"));
+      KDA_RETURN_IF_ERROR(
+          check_tensor_rules("state_indices", ix, 1, shape, KDA_DTYPE_I32, KDA_DTYPE_I64, false, "[N] (N sequences)"));
       dp->idx_cols = 1;
       dp->idx_stride_n = ix.stride[0];
       dp->idx_stride_t = 1;
     } else if (ix.ndim == 2) {
       if (ix.shape[1] < 1 || (!pr.varlen && ix.shape[1] < pr.T))
-        return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                          "state_indices: expected shape [N, T_idx] with T_idx >= %lld (%s), got %s",
-                          static_cast<long long>(pr.varlen ? 1 : pr.T),
-                          pr.varlen ? "at least one column" : "a slot for each of the T tokens",
-                          tensor_shape_string(ix).c_str());
+        return make_error(
+            KDA_ERROR_INVALID_ARGUMENT, "state_indices: expected shape [N, T_idx] with T_idx >= %lld (%s), got %s",
+            static_cast<long long>(pr.varlen ? 1 : pr.T),
+            pr.varlen ? "at least one column" : "a slot for each of the T tokens", tensor_shape_string(ix).c_str());
       const int64_t shape[2] = {pr.N, ix.shape[1]};
       KDA_RETURN_IF_ERROR(check_tensor_rules("state_indices", ix, 2, shape, KDA_DTYPE_I32, KDA_DTYPE_I64, false,
                                              "[N, T_idx] (N sequences)"));
@@ -81,8 +80,9 @@ kda_status check_indices(const kda_decode_params& p, DecodeProblem* dp) {
       dp->idx_stride_n = ix.stride[0];
       dp->idx_stride_t = ix.shape[1] > 1 ? ix.stride[1] : 1;
     } else {
-      return make_error(KDA_ERROR_INVALID_ARGUMENT, "state_indices: expected a 1-D [N] or 2-D [N, T_idx] tensor, got %d-D %s",
-                        ix.ndim, tensor_shape_string(ix).c_str());
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "state_indices: expected a 1-D [N] or 2-D [N, T_idx] tensor, got %d-D %s", ix.ndim,
+                        tensor_shape_string(ix).c_str());
     }
     dp->indices_i64 = ix.dtype == KDA_DTYPE_I64;
   }

@@ -38,9 +38,9 @@ inline constexpr DecodeConfig kDecodeConfigs[KDA_DECODE_NUM_KERNEL_CONFIGS] = {
 inline constexpr int kDecodeMinCtasPerSm = 2;
 
 struct DecodePlan {
-  int config = 1;     // 1..KDA_DECODE_NUM_KERNEL_CONFIGS
-  int slices = 16;    // CTAs per (sequence, value head)
-  int64_t ctas = 0;   // grid size: units x slices
+  int config = 1;    // 1..KDA_DECODE_NUM_KERNEL_CONFIGS
+  int slices = 16;   // CTAs per (sequence, value head)
+  int64_t ctas = 0;  // grid size: units x slices
 };
 
 // units = sequences x value heads; sms = streaming multiprocessors; forced_config: 0 = automatic

@@ -94,7 +94,8 @@ DecodeParams make_params(const DecodeProblem& dp) {
 }
 
 template <typename Kernel>
-cudaError_t launch_kernel(Kernel kernel, int64_t ctas, int threads, int smem, cudaStream_t stream, const DecodeParams& p) {
+cudaError_t launch_kernel(Kernel kernel, int64_t ctas, int threads, int smem, cudaStream_t stream,
+                          const DecodeParams& p) {
   if (smem > 48 * 1024) {  // above the default limit (bulk slices with long verify blocks)
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -130,9 +131,12 @@ cudaError_t launch(const DecodeParams& p, int64_t ctas, cudaStream_t stream) {
 template <int kConfig, bool kF32>
 cudaError_t launch_gate(const DecodeParams& p, kda_gate gate, int64_t ctas, cudaStream_t stream) {
   switch (gate) {
-    case KDA_GATE_BOUNDED: return launch<kConfig, kF32, GateKind::kBounded>(p, ctas, stream);
-    case KDA_GATE_SOFTPLUS: return launch<kConfig, kF32, GateKind::kSoftplus>(p, ctas, stream);
-    default: return launch<kConfig, kF32, GateKind::kPreactivated>(p, ctas, stream);
+    case KDA_GATE_BOUNDED:
+      return launch<kConfig, kF32, GateKind::kBounded>(p, ctas, stream);
+    case KDA_GATE_SOFTPLUS:
+      return launch<kConfig, kF32, GateKind::kSoftplus>(p, ctas, stream);
+    default:
+      return launch<kConfig, kF32, GateKind::kPreactivated>(p, ctas, stream);
   }
 }
 
@@ -148,17 +152,26 @@ kda_status decode(const DecodeProblem& dp, kda_stream_t stream_handle) {
   if (units == 0) return make_ok();
   const DecodePlan plan = plan_decode(units, sm_count(), dp.params->kernel_config);
   if (plan.ctas > 0x7fffffff)
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: N x HV = %lld (sequences x value heads) is too large for one grid",
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "q: N x HV = %lld (sequences x value heads) is too large for one grid",
                       static_cast<long long>(units));
   const DecodeParams p = make_params(dp);
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_gate gate = dp.fwd.gate;
   cudaError_t err;
   switch (plan.config) {
-    case 1: err = launch_config<1>(p, dp.pool_f32, gate, plan.ctas, stream); break;
-    case 2: err = launch_config<2>(p, dp.pool_f32, gate, plan.ctas, stream); break;
-    case 3: err = launch_config<3>(p, dp.pool_f32, gate, plan.ctas, stream); break;
-    default: err = launch_config<4>(p, dp.pool_f32, gate, plan.ctas, stream); break;
+    case 1:
+      err = launch_config<1>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    case 2:
+      err = launch_config<2>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    case 3:
+      err = launch_config<3>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    default:
+      err = launch_config<4>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
   }
   if (err != cudaSuccess) return cuda_error("decode_kernel launch", err);
   return make_ok();

@@ -5,9 +5,8 @@
 //   all:      __syncthreads() (the barrier's initialisation is then visible); mbar_wait(bar, 0)
 #pragma once
 
-#include <cuda/ptx>
-
 #include <cstdint>
+#include <cuda/ptx>
 
 namespace kda::ptx {
 

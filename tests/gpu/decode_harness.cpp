@@ -20,9 +20,18 @@ void check(cudaError_t err, const char* what) {
 
 constexpr int kNumTensors = 12;
 kda_tensor* tensor(kda_decode_params& p, int i) {
-  kda_tensor* all[kNumTensors] = {&p.q,     &p.k,       &p.v,          &p.g,           &p.beta,
-                                  &p.out,   &p.A_log,   &p.dt_bias,    &p.state_pool,  &p.state_indices,
-                                  &p.num_accepted_tokens, &p.cu_seqlens};
+  kda_tensor* all[kNumTensors] = {&p.q,
+                                  &p.k,
+                                  &p.v,
+                                  &p.g,
+                                  &p.beta,
+                                  &p.out,
+                                  &p.A_log,
+                                  &p.dt_bias,
+                                  &p.state_pool,
+                                  &p.state_indices,
+                                  &p.num_accepted_tokens,
+                                  &p.cu_seqlens};
   return all[i];
 }
 constexpr int kOut = 5, kPool = 8;

@@ -130,7 +130,8 @@ TEST(GpuDecode, EveryConfigurationBitwiseIdenticalAndDeterministic) {
       RandomDecode ref = base;
       ASSERT_EQ(run_decode_cpu(ref).code, KDA_OK);
       char name[64];
-      std::snprintf(name, sizeof(name), "configurations, shape %d pool %s", shape, pool == KDA_DTYPE_F32 ? "f32" : "bf16");
+      std::snprintf(name, sizeof(name), "configurations, shape %d pool %s", shape,
+                    pool == KDA_DTYPE_F32 ? "f32" : "bf16");
       DecodeErrors e;
       e.out = reference_rel_l2_bf16(first.out, ref.out);
       e.pool = rel_l2(pool_values(first), pool_values(ref));
@@ -331,9 +332,10 @@ void check_steps_against_prefill(kda_dtype pool_dtype, int64_t prefix, const cha
   const double eo = rel_l2(out_steps, exact.out), es = rel_l2(state, exact.final_state);
   const double po = rel_l2(out_prefill, exact.out), pst = rel_l2(state_prefill, exact.final_state);
   const double xo = rel_l2(out_steps, out_prefill), xs = rel_l2(state, state_prefill);
-  std::printf("[ errors ] %-40s steps vs f64: out %.3e state %.3e | prefill vs f64: out %.3e state %.3e | steps vs "
-              "prefill: out %.3e state %.3e\n",
-              what, eo, es, po, pst, xo, xs);
+  std::printf(
+      "[ errors ] %-40s steps vs f64: out %.3e state %.3e | prefill vs f64: out %.3e state %.3e | steps vs "
+      "prefill: out %.3e state %.3e\n",
+      what, eo, es, po, pst, xo, xs);
   EXPECT_EQ(count_non_finite(out_steps) + count_non_finite(state), 0u);
   const bool f32 = pool_dtype == KDA_DTYPE_F32;  // a bf16 pool rounds the state after every step
   EXPECT_LE(eo, f32 ? 4e-3 : 1e-2) << what;

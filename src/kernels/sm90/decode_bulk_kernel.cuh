@@ -45,11 +45,14 @@ struct DecodeBulkLayout {
   static constexpr int kSlices = 128 / kRowsPerCta;
   static constexpr int kSliceBytes = kRowsPerCta * 128 * static_cast<int>(sizeof(Elem));
   // Dynamic shared memory: slice, vectors of tok_cap tokens, mbarrier.
-  __host__ __device__ static constexpr int bytes(int tok_cap) { return kSliceBytes + decode_vector_bytes(tok_cap) + 16; }
+  __host__ __device__ static constexpr int bytes(int tok_cap) {
+    return kSliceBytes + decode_vector_bytes(tok_cap) + 16;
+  }
 };
 
 template <int kLanes, int kPasses, int kThreads, bool kF32, GateKind kGate>
-__global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS) decode_bulk_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS)
+    decode_bulk_kernel(const __grid_constant__ DecodeParams p) {
   using namespace decode_detail;
   using L = DecodeBulkLayout<kLanes, kPasses, kThreads, kF32>;
   using Elem = typename L::Elem;
@@ -88,8 +91,7 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS) de
     ptx::bulk_copy_g2s(slice_rows, pool_row<kF32>(p, start, hv, row0), L::kSliceBytes, bar);
   }
   const bool one_block = span.len <= p.tok_cap;
-  if (one_block)
-    prepare_block<kGate, kF32>(p, sm, span, 0, span.len, n, hv, warp, kThreads / 32, lane, first, early);
+  if (one_block) prepare_block<kGate, kF32>(p, sm, span, 0, span.len, n, hv, warp, kThreads / 32, lane, first, early);
   __syncthreads();  // the vectors and the barrier's initialisation
   ptx::mbar_wait(bar, 0);
 

@@ -24,14 +24,12 @@ inline constexpr int kDecodeCheckKinds = 5;  // range, accepted, cu_seqlens (unu
 struct DecodeCheckDevice {
   unsigned long long first[kDecodeCheckKinds];  // ~0: none
   int64_t value[kDecodeCheckKinds], other[kDecodeCheckKinds], other_t[kDecodeCheckKinds];
-  int64_t cu[4];    // cu_seqlens_check_kernel's {kind, index, value, other}
+  int64_t cu[4];  // cu_seqlens_check_kernel's {kind, index, value, other}
 };
 
 namespace check_detail {
 
-__device__ __forceinline__ int64_t entries(const DecodeParams& p) {
-  return static_cast<int64_t>(p.seq.N) * p.idx_cols;
-}
+__device__ __forceinline__ int64_t entries(const DecodeParams& p) { return static_cast<int64_t>(p.seq.N) * p.idx_cols; }
 __device__ __forceinline__ int64_t entry_slot(const DecodeParams& p, int64_t e) {
   return decode_detail::slot_at(p, static_cast<int>(e / p.idx_cols), static_cast<int>(e % p.idx_cols));
 }
@@ -65,7 +63,8 @@ __global__ void decode_check_duplicates_kernel(const __grid_constant__ DecodePar
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < entries(p); e += stride) {
     const int64_t s = entry_slot(p, e);
-    if (s >= 0 && s < p.slots && owner[s] != e / p.idx_cols) atomicMin(&r->first[4], static_cast<unsigned long long>(e));
+    if (s >= 0 && s < p.slots && owner[s] != e / p.idx_cols)
+      atomicMin(&r->first[4], static_cast<unsigned long long>(e));
   }
 }
 

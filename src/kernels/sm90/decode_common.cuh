@@ -137,18 +137,28 @@ __device__ __forceinline__ TokenRaw load_token(const DecodeParams& p, const Sequ
   const int64_t goff = span.batch * p.g_st.b + tok * p.g_st.t + hv * p.g_st.h + c0;
   if (p.g_is_f32) {
     const float4 g = *reinterpret_cast<const float4*>(static_cast<const float*>(p.g) + goff);
-    x.g[0] = g.x; x.g[1] = g.y; x.g[2] = g.z; x.g[3] = g.w;
+    x.g[0] = g.x;
+    x.g[1] = g.y;
+    x.g[2] = g.z;
+    x.g[3] = g.w;
   } else {
     const uint2 g = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(p.g) + goff);
-    x.g[0] = bf16_lo(g.x); x.g[1] = bf16_hi(g.x); x.g[2] = bf16_lo(g.y); x.g[3] = bf16_hi(g.y);
+    x.g[0] = bf16_lo(g.x);
+    x.g[1] = bf16_hi(g.x);
+    x.g[2] = bf16_lo(g.y);
+    x.g[3] = bf16_hi(g.y);
   }
   x.dtb[0] = x.dtb[1] = x.dtb[2] = x.dtb[3] = 0.0f;
   if (kGate != GateKind::kPreactivated && p.dt_bias != nullptr) {
     const float4 d = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + c0);
-    x.dtb[0] = d.x; x.dtb[1] = d.y; x.dtb[2] = d.z; x.dtb[3] = d.w;
+    x.dtb[0] = d.x;
+    x.dtb[1] = d.y;
+    x.dtb[2] = d.z;
+    x.dtb[3] = d.w;
   }
   const int64_t boff = span.batch * p.beta_st.b + tok * p.beta_st.t + hv * p.beta_st.h;
-  x.beta = p.beta_is_f32 ? static_cast<const float*>(p.beta)[boff] : bf16_lo(static_cast<const uint16_t*>(p.beta)[boff]);
+  x.beta =
+      p.beta_is_f32 ? static_cast<const float*>(p.beta)[boff] : bf16_lo(static_cast<const uint16_t*>(p.beta)[boff]);
   x.a_log = p.A_log != nullptr ? p.A_log[hv] : 0.0f;  // exp() in finish_token
   return x;
 }
@@ -330,7 +340,8 @@ __device__ __forceinline__ void store_row(Elem* row, int li, const float (&s)[12
                      __float_as_uint(s[4 * i + 3]));
     } else {
       const float* x = &s[8 * i];
-      u = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]), pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
+      u = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]), pack_bf16x2(x[4], x[5]),
+                     pack_bf16x2(x[6], x[7]));
     }
     *reinterpret_cast<uint4*>(row + Cols::vec_col(li, i)) = u;
   }

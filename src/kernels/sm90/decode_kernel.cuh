@@ -44,7 +44,8 @@ struct DecodeTile {
 };
 
 template <int kLanes, int kRows, int kThreads, bool kF32, GateKind kGate>
-__global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS) decode_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS)
+    decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace decode_detail;
   using Tile = DecodeTile<kLanes, kRows, kThreads>;
   using Cols = DecodeCols<kLanes, kF32>;
@@ -59,7 +60,8 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS) decode_
   const int n = static_cast<int>(unit / p.HV), hv = static_cast<int>(unit % p.HV);
   int rows[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = slice * Tile::kRowsPerCta + r * Tile::kRowsPerPass + warp * Tile::kGroups + group;
+  for (int r = 0; r < kRows; ++r)
+    rows[r] = slice * Tile::kRowsPerCta + r * Tile::kRowsPerPass + warp * Tile::kGroups + group;
 
   ptx::wait_primary();  // everything below may read what the previous kernel wrote
   const SequenceSpan span = sequence_span(p.seq, n);
@@ -83,8 +85,7 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS) decode_
   for (int tb = 0; tb < span.len; tb += p.tok_cap) {
     const int block_len = min(p.tok_cap, span.len - tb);
     if (tb > 0) __syncthreads();  // the previous block's vectors are no longer read
-    prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane, first,
-                               tb == 0 && early);
+    prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane, first, tb == 0 && early);
     __syncthreads();
     if (tb == 0) {
 #pragma unroll

@@ -13,8 +13,8 @@ struct DecodeParams {
   const uint16_t* q;   // bf16 bits
   const uint16_t* k;
   const uint16_t* v;
-  const void* g;       // bf16 or f32
-  const void* beta;    // bf16 or f32
+  const void* g;     // bf16 or f32
+  const void* beta;  // bf16 or f32
   uint16_t* out;
   Strides4 q_st, k_st, v_st, g_st, beta_st, out_st;
   const float* A_log;    // nullptr: exp(A_log) = 1
@@ -22,7 +22,7 @@ struct DecodeParams {
   void* pool;            // [slots][HV][128][128] f32 or bf16 (by the kernel's template)
   int64_t pool_stride;   // elements from one slot to the next
   int64_t slots;
-  const void* indices;   // nullptr: sequence n uses slot n
+  const void* indices;  // nullptr: sequence n uses slot n
   int64_t idx_stride_n, idx_stride_t;
   const void* accepted;  // num_accepted_tokens [N] or nullptr
   int64_t accepted_stride;
