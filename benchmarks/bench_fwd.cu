@@ -9,9 +9,13 @@
 //
 // Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]]
 //        [--context-split N]   (kda_fwd_params.context_split: 0 automatic, 1 off, N segments)
+//        [--context-method M]  (kda_fwd_params.context_method: 0 automatic, 1 exact combine, 2 warm-up)
+// Groups: prefill, prefill_small_heads, prefill_long_memory (the same random inputs except that every
+// dt_bias_slow_every-th key channel of dt_bias is dt_bias_slow: slowly decaying channels).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +69,12 @@ __global__ void fill_f32(float* p, size_t n, uint64_t seed, bool normal) {
     p[i] = random_value(seed, i, normal);
 }
 
+// Every `every`-th key channel (k % every == 0) of a [H, 128] dt_bias set to `value`.
+__global__ void set_slow_channels(float* dt_bias, int64_t n, int every, float value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    if ((i % 128) % every == 0) dt_bias[i] = value;
+}
+
 __global__ void count_non_finite_bf16(const uint16_t* p, size_t n, unsigned long long* count) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     if ((p[i] & 0x7f80u) == 0x7f80u) atomicAdd(count, 1ull);
@@ -74,6 +84,8 @@ struct Case {
   std::string group, name;
   std::vector<int64_t> seq_lens;
   int64_t B = 1, H = 1;
+  int slow_every = 0;     // every slow_every-th key channel of dt_bias is slow_dt_bias (0: none)
+  float slow_dt_bias = 0;
   double floor_ms = 0, flashkda_ms = 0, fla_ms = -1;
 };
 
@@ -85,7 +97,7 @@ std::vector<Case> read_cases(const std::string& path) {
     std::exit(2);
   }
   std::vector<Case> cases;
-  for (const char* group : {"prefill", "prefill_small_heads"}) {
+  for (const char* group : {"prefill", "prefill_small_heads", "prefill_long_memory"}) {
     const kda::test::Json* list = root.get(group);
     if (list == nullptr) continue;
     for (const kda::test::Json& c : list->array) {
@@ -98,6 +110,8 @@ std::vector<Case> read_cases(const std::string& path) {
       k.floor_ms = c.get("floor_ms")->number;
       k.flashkda_ms = c.get("flashkda_ms")->number;
       if (const kda::test::Json* f = c.get("fla_ms")) k.fla_ms = f->number;
+      if (const kda::test::Json* f = c.get("dt_bias_slow_every")) k.slow_every = static_cast<int>(f->number);
+      if (const kda::test::Json* f = c.get("dt_bias_slow")) k.slow_dt_bias = static_cast<float>(f->number);
       cases.push_back(k);
     }
   }
@@ -114,12 +128,12 @@ struct InputSet {
 };
 
 struct Result {
-  double eager_ms = 0, graph_ms = 0;
+  double eager_ms = 0, graph_ms = 0, host_us = 0;
   unsigned long long non_finite = 0;
   int sets = 1;
 };
 
-Result run_case(const Case& c, int iters, int context_split) {
+Result run_case(const Case& c, int iters, int context_split, int context_method) {
   const bool varlen = c.seq_lens.size() > 1;
   const int64_t B = varlen ? 1 : c.B;
   int64_t T = 0;
@@ -156,6 +170,7 @@ Result run_case(const Case& c, int iters, int context_split) {
   CUDA_OK(cudaMalloc(&dt_bias, H * D * 4));
   fill_f32<<<1, 256>>>(A_log, H, 7, false);
   fill_f32<<<64, 256>>>(dt_bias, H * D, 8, false);
+  if (c.slow_every > 0) set_slow_channels<<<64, 256>>>(dt_bias, H * D, c.slow_every, c.slow_dt_bias);
   int64_t* cu = nullptr;
   std::vector<int64_t> cu_host(1, 0);
   for (int64_t s : c.seq_lens) cu_host.push_back(cu_host.back() + s);
@@ -184,6 +199,7 @@ Result run_case(const Case& c, int iters, int context_split) {
     p.lower_bound = -5.0f;
     p.scale = 1.0f / std::sqrt(128.0f);
     p.context_split = context_split;
+    p.context_method = context_method;
   }
   size_t ws_bytes = 0;
   kda_status st = kda_fwd_workspace_size(&params[0], &ws_bytes);
@@ -224,6 +240,15 @@ Result run_case(const Case& c, int iters, int context_split) {
     return median(times);
   };
   res.eager_ms = median_ms(call);
+  // Host time of one call (validation, plan, launches), the GPU kept busy: 20 calls back to back.
+  {
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) call(i);
+    const auto t1 = std::chrono::steady_clock::now();
+    res.host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / 20;
+    CUDA_OK(cudaStreamSynchronize(stream));
+  }
 
   // Kernel time: one graph per input set, replayed.
   std::vector<cudaGraphExec_t> execs(res.sets);
@@ -275,7 +300,7 @@ bool matches(const std::string& filter, const std::string& name) {
 
 int main(int argc, char** argv) {
   std::string cases_path, json_path, filter;
-  int iters = 50, context_split = 0;
+  int iters = 50, context_split = 0, context_method = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -284,9 +309,11 @@ int main(int argc, char** argv) {
     else if (a == "--iters") iters = std::max(5, std::atoi(next().c_str()));
     else if (a == "--filter") filter = next();
     else if (a == "--context-split") context_split = std::atoi(next().c_str());
+    else if (a == "--context-method") context_method = std::atoi(next().c_str());
     else {
       std::fprintf(stderr,
-                   "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] [--context-split N]\n",
+                   "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] "
+                   "[--context-split N] [--context-method M]\n",
                    argv[0]);
       return 2;
     }
@@ -298,29 +325,43 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (%d SMs), flash_kda %s\n", prop.name, prop.multiProcessorCount, kda_version_string());
-  std::printf("%-22s %9s %9s %8s %7s %9s %8s %8s\n", "case", "ms", "graph_ms", "floor", "xfloor", "flashkda", "speedup",
-              "vs_fla");
+  std::printf("%-22s %9s %9s %8s %7s %9s %8s %8s %8s\n", "case", "ms", "graph_ms", "floor", "xfloor", "flashkda", "speedup",
+              "vs_fla", "host_us");
   std::ofstream json;
   if (!json_path.empty()) json.open(json_path);
   int bad = 0;
-  double log_sum = 0;
-  int n = 0;
+  // Geometric-mean speedup over FlashKDA and geometric-mean time, per group and over all cases.
+  struct Mean {
+    double log_speedup = 0, log_ms = 0;
+    int n = 0;
+  };
+  std::vector<std::pair<std::string, Mean>> means;
+  auto add = [&](const std::string& group, double speedup, double ms) {
+    auto it = std::find_if(means.begin(), means.end(), [&](const auto& m) { return m.first == group; });
+    if (it == means.end()) it = means.insert(means.end(), {group, Mean{}});
+    it->second.log_speedup += std::log(speedup);
+    it->second.log_ms += std::log(ms);
+    ++it->second.n;
+  };
   for (const Case& c : read_cases(cases_path)) {
     if (!matches(filter, c.name)) continue;
-    const Result r = run_case(c, iters, context_split);
+    const Result r = run_case(c, iters, context_split, context_method);
     const double speedup = c.flashkda_ms / r.eager_ms;
-    log_sum += std::log(speedup);
-    ++n;
-    std::printf("%-22s %9.4f %9.4f %8.4f %7.2f %9.3f %8.2f %8s%s\n", c.name.c_str(), r.eager_ms, r.graph_ms, c.floor_ms,
-                r.eager_ms / c.floor_ms, c.flashkda_ms, speedup,
-                c.fla_ms > 0 ? std::to_string(c.fla_ms / r.eager_ms).substr(0, 5).c_str() : "-",
+    add(c.group, speedup, r.eager_ms);
+    add("all", speedup, r.eager_ms);
+    std::printf("%-22s %9.4f %9.4f %8.4f %7.2f %9.3f %8.2f %8s %8.1f%s\n", c.name.c_str(), r.eager_ms, r.graph_ms,
+                c.floor_ms, r.eager_ms / c.floor_ms, c.flashkda_ms, speedup,
+                c.fla_ms > 0 ? std::to_string(c.fla_ms / r.eager_ms).substr(0, 5).c_str() : "-", r.host_us,
                 r.non_finite ? "  NON-FINITE OUTPUT" : "");
     bad += r.non_finite != 0;
     if (json.is_open())
       json << "{\"group\":\"" << c.group << "\",\"name\":\"" << c.name << "\",\"ms\":" << r.eager_ms
-           << ",\"graph_ms\":" << r.graph_ms << ",\"floor_ms\":" << c.floor_ms << ",\"flashkda_ms\":" << c.flashkda_ms
-           << ",\"fla_ms\":" << c.fla_ms << ",\"input_sets\":" << r.sets << ",\"non_finite\":" << r.non_finite << "}\n";
+           << ",\"graph_ms\":" << r.graph_ms << ",\"host_us\":" << r.host_us << ",\"floor_ms\":" << c.floor_ms << ",\"flashkda_ms\":" << c.flashkda_ms
+           << ",\"fla_ms\":" << c.fla_ms << ",\"input_sets\":" << r.sets << ",\"non_finite\":" << r.non_finite
+           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method << "}\n";
   }
-  if (n) std::printf("geometric mean speedup over FlashKDA: %.2fx over %d cases\n", std::exp(log_sum / n), n);
+  for (const auto& [group, m] : means)
+    std::printf("geometric mean %-20s speedup over FlashKDA %.2fx, time %.4f ms, over %d cases\n", group.c_str(),
+                std::exp(m.log_speedup / m.n), std::exp(m.log_ms / m.n), m.n);
   return bad ? 1 : 0;
 }

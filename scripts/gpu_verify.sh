@@ -10,7 +10,8 @@
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
 #              details page and per-instruction SASS counters (source page, CSV) in the logs
 #   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
-#              (SWEEP_SPLITS; 0 = the automatic plan): calibrates src/launch/plan.cpp
+#              (SWEEP_SPLITS; 0 = the automatic plan) with context_method SWEEP_METHOD (0 automatic,
+#              1 exact, 2 warm-up; default 0): calibrates src/launch/plan.cpp
 #   python     pip install of the flash_kda package, pytest (FLA comparison when FLA is present)
 #   pybench    Python benchmark: this package and FLA's Triton kernels in one run (FLA_CASES; the decode
 #              group against FLA's fused_recurrent_kda whenever FLA imports)
@@ -167,7 +168,7 @@ stage_cpsweep() {
   for n in ${SWEEP_SPLITS:-1 0 2 3 4 5 7 9 13 17}; do
     echo "--- context_split $n"
     timeout 300 "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$cases" --iters 20 \
-      --context-split "$n" >"$LOG/cpsweep_$n.log" 2>&1 || rc=$((rc + 1))
+      --context-split "$n" --context-method "${SWEEP_METHOD:-0}" >"$LOG/cpsweep_$n.log" 2>&1 || rc=$((rc + 1))
     grep -vE "^(device|case|geometric)" "$LOG/cpsweep_$n.log" | awk '{printf "%s %s  ", $1, $3} END {print ""}'
   done
   record cpsweep $rc "logs: cpsweep_*.log (columns: case, graph ms)"

@@ -5,14 +5,18 @@ Inputs: bench.json from flash_kda_bench (one JSON object per line: group, name, 
 floor_ms, flashkda_ms, fla_ms from cases.json), and optionally bench_python.json from
 benchmarks/bench_python.py (FLA Triton measured in the same session on some cases).
 
+Optionally --baseline bench_base.json: the same benchmark of an earlier commit measured in the same
+session (a "before" column and the ratio). The long-memory group is also compared with the same
+shape on random gates (its name without the _LM suffix) of the same run and of the baseline.
+
 Decode (optional): bench_decode.json from flash_kda_bench_decode (one JSON object per line: name, B, H,
 T, pool, config, us, graph_us, floor_us, fla_us, fla_graph_us) and the decode rows of
 bench_python.json (FLA's fused_recurrent_kda and flash_kda.decode measured in the same session):
 a decode table with the targets of the decode issue checked.
 
 Usage: scripts/make_benchmark_md.py --bench bench.json [--python bench_python.json]
-           [--decode bench_decode.json] --date YYYY-MM-DD --commit SHA --device "NVIDIA H200"
-           --command "..." [--out BENCHMARK_H200.md]
+           [--baseline bench_base.json --baseline-label COMMIT] [--decode bench_decode.json]
+           --date YYYY-MM-DD --commit SHA --device "NVIDIA H200" --command "..." [--out BENCHMARK_H200.md]
 """
 import argparse
 import json
@@ -127,29 +131,61 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def table(rows, fla_now):
-    def ms(x):
-        return f"{x:.3f}" if x and x > 0 else "–"
+def ms(x):
+    return f"{x:.3f}" if x and x > 0 else "–"
 
-    def ratio(num, den):
-        return f"{num / den:.2f}×" if num and num > 0 and den > 0 else "–"
 
-    lines = [
-        "| case | ms | graph ms | floor ms | × floor | FlashKDA ms | vs FlashKDA | FLA ms (file) | vs FLA |"
-        " FLA ms (this run) | vs FLA (this run) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+def ratio(num, den):
+    return f"{num / den:.2f}×" if num and den and num > 0 and den > 0 else "–"
+
+
+def table(rows, fla_now, base, base_label):
+    head = ("| case | ms | graph ms | floor ms | × floor | FlashKDA ms | vs FlashKDA | FLA ms (file) | vs FLA |"
+            " FLA ms (this run) | vs FLA (this run) |")
+    rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    if base:
+        head += f" {base_label} ms | speedup over {base_label} |"
+        rule += "---:|---:|"
+    lines = [head, rule]
     for r in rows:
         now = fla_now.get(r["name"])
-        lines.append(
-            f"| {r['name']} | {r['ms']:.4f} | {r['graph_ms']:.4f} | {r['floor_ms']:.4f} | {r['ms'] / r['floor_ms']:.1f} |"
-            f" {ms(r['flashkda_ms'])} | {ratio(r['flashkda_ms'], r['ms'])} | {ms(r['fla_ms'])} |"
-            f" {ratio(r['fla_ms'], r['ms'])} | {ms(now)} | {ratio(now, r['ms'])} |")
+        line = (f"| {r['name']} | {r['ms']:.4f} | {r['graph_ms']:.4f} | {r['floor_ms']:.4f} |"
+                f" {r['ms'] / r['floor_ms']:.1f} | {ms(r['flashkda_ms'])} | {ratio(r['flashkda_ms'], r['ms'])} |"
+                f" {ms(r['fla_ms'])} | {ratio(r['fla_ms'], r['ms'])} | {ms(now)} | {ratio(now, r['ms'])} |")
+        if base:
+            b = base.get(r["name"])
+            line += f" {ms(b['ms'] if b else None)} | {ratio(b['ms'] if b else None, r['ms'])} |"
+        lines.append(line)
     sp = [r["flashkda_ms"] / r["ms"] for r in rows]
     lines.append("")
     lines.append(f"Geometric mean speedup over FlashKDA: **{geomean(sp):.2f}×** over {len(rows)} cases; "
-                 f"slowest case {min(sp):.2f}×; geometric mean × floor "
-                 f"{geomean([r['ms'] / r['floor_ms'] for r in rows]):.1f}.")
+                 f"slowest case {min(sp):.2f}×; geometric mean time {geomean([r['ms'] for r in rows]) * 1e3:.1f} µs; "
+                 f"geometric mean × floor {geomean([r['ms'] / r['floor_ms'] for r in rows]):.1f}.")
+    if base:
+        pairs = [(base[r["name"]]["ms"], r["ms"]) for r in rows if r["name"] in base]
+        if pairs:
+            lines.append(f"Against {base_label} (same session): geometric mean time "
+                         f"{geomean([b for b, _ in pairs]) * 1e3:.1f} µs → {geomean([n for _, n in pairs]) * 1e3:.1f} µs, "
+                         f"speedup {geomean([b / n for b, n in pairs]):.2f}× over {len(pairs)} cases; "
+                         f"slowest {min(b / n for b, n in pairs):.2f}×.")
+    return "\n".join(lines)
+
+
+def long_memory_table(rows, by_name, base, base_label):
+    """Long-memory cases against the same shape on random gates (this run, and the baseline)."""
+    lines = ["| case | ms | same shape, random gates (this run) | ratio |"
+             + (f" same shape, random gates ({base_label}) | ratio |" if base else ""),
+             "|---|---:|---:|---:|" + ("---:|---:|" if base else "")]
+    for r in rows:
+        twin = r["name"][:-3] if r["name"].endswith("_LM") else None
+        t = by_name.get(twin)
+        line = f"| {r['name']} | {r['ms']:.4f} | {ms(t['ms'] if t else None)} | {ratio(r['ms'], t['ms'] if t else None)} |"
+        if base:
+            b = base.get(twin)
+            line += f" {ms(b['ms'] if b else None)} | {ratio(r['ms'], b['ms'] if b else None)} |"
+        lines.append(line)
+    lines.append("")
+    lines.append("ratio = long-memory time / random-gate time (≤ 1.00× means no slower).")
     return "\n".join(lines)
 
 
@@ -162,11 +198,15 @@ def main():
     ap.add_argument("--device", default="NVIDIA H200")
     ap.add_argument("--command", required=True)
     ap.add_argument("--python-note", default="", help="where and when the --python JSON was measured")
+    ap.add_argument("--baseline", help="bench.json of an earlier commit measured in the same session")
+    ap.add_argument("--baseline-label", default="before")
     ap.add_argument("--decode", help="bench_decode.json from flash_kda_bench_decode")
     ap.add_argument("--out", default="BENCHMARK_H200.md")
     a = ap.parse_args()
     rows = read_lines(a.bench)
     fla_now = read_python(a.python)
+    base = {r["name"]: r for r in read_lines(a.baseline)} if a.baseline else {}
+    by_name = {r["name"]: r for r in rows}
     groups = {}
     for r in rows:
         groups.setdefault(r["group"], []).append(r)
@@ -189,9 +229,12 @@ def main():
         + (f" ({a.python_note})." if a.python_note else "."),
         "",
     ]
-    titles = {"prefill": "Prefill cases", "prefill_small_heads": "Prefill, small head counts (cudnn-frontend shapes)"}
+    titles = {"prefill": "Prefill cases", "prefill_small_heads": "Prefill, small head counts (cudnn-frontend shapes)",
+              "prefill_long_memory": "Prefill, long memory (every 8th key channel with dt_bias = -8)"}
     for g, rs in groups.items():
-        text += [f"## {titles.get(g, g)}", "", table(rs, fla_now), ""]
+        text += [f"## {titles.get(g, g)}", "", table(rs, fla_now, base, a.baseline_label), ""]
+        if g == "prefill_long_memory":
+            text += [long_memory_table(rs, by_name, base, a.baseline_label), ""]
     sp = [r["flashkda_ms"] / r["ms"] for r in rows]
     text += ["## All cases", "",
              f"Geometric mean speedup over FlashKDA over all {len(rows)} cases: **{geomean(sp):.2f}×**; "

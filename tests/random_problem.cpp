@@ -40,6 +40,9 @@ RandomProblem make_random_problem(const ProblemSpec& s) {
     for (int64_t i = 0; i < s.HV; ++i) p.A_log.push_back(unif(rng));
   if (s.with_dt_bias)
     for (int64_t i = 0; i < s.HV * D; ++i) p.dt_bias.push_back(unif(rng));
+  if (s.with_dt_bias && s.slow_every > 0)
+    for (int64_t i = 0; i < s.HV * D; ++i)
+      if ((s.slow_heads >> ((i / D) % 64) & 1u) && (i % D) % s.slow_every == 0) p.dt_bias[i] = s.slow_dt_bias;
   const int64_t state_numel = p.N * s.HV * D * D;
   std::normal_distribution<float> snorm(0.0f, 1.0f);
   if (s.initial_state == KDA_DTYPE_F32)
@@ -59,6 +62,8 @@ kda_fwd_params RandomProblem::params() {
   kda_fwd_params p;
   kda_fwd_params_init(&p);
   p.context_split = s.context_split;
+  p.context_method = s.context_method;
+  p.context_warmup_chunks = s.context_warmup_chunks;
   const int64_t qk_shape[4] = {s.B, s.T, s.H, D}, v_shape[4] = {s.B, s.T, s.HV, D};
   const int64_t state_shape[4] = {N, s.HV, D, D};
   p.q = kda_tensor_contiguous(q.data(), KDA_DTYPE_BF16, 4, qk_shape);

@@ -20,6 +20,13 @@ struct ProblemSpec {
   std::vector<int64_t> cu_seqlens;          // empty: N = B sequences of T tokens
   kda_dtype cu_dtype = KDA_DTYPE_I64;
   int32_t context_split = 0;  // kda_fwd_params.context_split (GPU plan; 0 = automatic)
+  int32_t context_method = KDA_CONTEXT_AUTO;  // kda_fwd_params.context_method
+  int32_t context_warmup_chunks = 0;          // kda_fwd_params.context_warmup_chunks (testing)
+  // Slowly decaying key channels (spec §7's long-memory inputs): in the value heads of the bit mask
+  // slow_heads, every slow_every-th key channel of dt_bias is slow_dt_bias (0: none).
+  int slow_every = 0;
+  float slow_dt_bias = -8.0f;
+  uint64_t slow_heads = ~uint64_t{0};
   float g_scale = 1.0f;  // g ~ N(0, g_scale²); PREACTIVATED: g = -|N(0, g_scale²)|
   uint64_t seed = 1;
 };

@@ -1,5 +1,5 @@
-// The recurrence plan (src/launch/plan.h): value-row slices and intra-card context parallelism.
-// Host-only: the choice is a pure function of (units, chunks, SMs, forced segments).
+// The recurrence plan (src/launch/plan.h): value-row slices, the exact combine and the bounded
+// warm-up. Host-only: the choice is a pure function of the request.
 #include <gtest/gtest.h>
 
 #include "src/launch/plan.h"
@@ -9,69 +9,142 @@ namespace {
 
 constexpr int kH200 = 132;
 
+RecurrencePlan plan(int64_t units, int64_t chunks, int forced = 0, int32_t method = KDA_CONTEXT_AUTO,
+                    bool warmup_valid = true, int sms = kH200) {
+  PlanRequest r;
+  r.units = units;
+  r.chunks = chunks;
+  r.sms = sms;
+  r.forced_segments = forced;
+  r.method = method;
+  r.warmup_valid = warmup_valid;
+  return plan_recurrence(r);
+}
+
+bool valid_vsplit(int v) { return v == 1 || v == 2 || v == 4 || v == 8; }
+
 TEST(Plan, ManyHeadsKeepOnePass) {
-  // From 45 units on, three segments would need more than 132 CTAs in pass 1 (and two never pay):
-  // no context parallelism, the one-pass slices as before.
-  for (int64_t units : {45, 64, 96, 512, 4096}) {
-    const RecurrencePlan p = plan_recurrence(units, 512, kH200, 0);
-    EXPECT_EQ(p.segments, 1) << units;
+  // From 67 units on (or 45 with the exact combine only), splitting never pays: the one-pass slices.
+  for (int64_t units : {67, 96, 512, 4096}) {
+    const RecurrencePlan p = plan(units, 512);
+    EXPECT_EQ(p.method, SplitMethod::kNone) << units;
     EXPECT_EQ(p.vsplit_first, units <= 66 ? 2 : 1) << units;
   }
-  EXPECT_EQ(plan_recurrence(8, 1, kH200, 0).segments, 1);  // one chunk: nothing to split
-  EXPECT_EQ(plan_recurrence(8, 0, kH200, 0).segments, 1);
+  for (int64_t units : {45, 64})
+    EXPECT_EQ(plan(units, 512, 0, KDA_CONTEXT_EXACT).method, SplitMethod::kNone) << units;
+  EXPECT_EQ(plan(8, 1).method, SplitMethod::kNone);  // one chunk: nothing to split
+  EXPECT_EQ(plan(8, 0).method, SplitMethod::kNone);
 }
 
 TEST(Plan, OnePassSlicesFillTheSms) {
-  EXPECT_EQ(plan_recurrence(8, 4, kH200, 1).vsplit_first, 8);
-  EXPECT_EQ(plan_recurrence(24, 4, kH200, 1).vsplit_first, 4);
-  EXPECT_EQ(plan_recurrence(64, 4, kH200, 1).vsplit_first, 2);
-  EXPECT_EQ(plan_recurrence(160, 4, kH200, 1).vsplit_first, 1);
+  EXPECT_EQ(plan(8, 4, 1).vsplit_first, 8);
+  EXPECT_EQ(plan(24, 4, 1).vsplit_first, 4);
+  EXPECT_EQ(plan(64, 4, 1).vsplit_first, 2);
+  EXPECT_EQ(plan(160, 4, 1).vsplit_first, 1);
+  EXPECT_EQ(plan(160, 4, 1).method, SplitMethod::kNone);
 }
 
-TEST(Plan, FewHeadsLongSequencesSplit) {
-  // T = 8192 (512 chunks), H = 8: the automatic plan splits, both passes fit in one wave, and the
-  // modelled time is well below the one-pass plan's.
-  const RecurrencePlan whole = plan_recurrence(8, 512, kH200, 1);
-  const RecurrencePlan p = plan_recurrence(8, 512, kH200, 0);
+TEST(Plan, FewHeadsLongSequencesSplitExactly) {
+  // T = 8192 (512 chunks), H = 8, exact combine: splits, and the modelled time is well below the
+  // one-pass plan's.
+  const RecurrencePlan whole = plan(8, 512, 1);
+  const RecurrencePlan p = plan(8, 512, 0, KDA_CONTEXT_EXACT);
+  EXPECT_EQ(p.method, SplitMethod::kExact);
   EXPECT_GE(p.segments, 3);
   EXPECT_LT(p.cost_us, 0.5 * whole.cost_us);
-  // Longer sequences with the same heads: at least as many segments.
-  EXPECT_GE(plan_recurrence(8, 4096, kH200, 0).segments, p.segments);
+  EXPECT_GE(plan(8, 4096, 0, KDA_CONTEXT_EXACT).segments, p.segments);
+}
+
+TEST(Plan, FewHeadsLongSequencesWarmUp) {
+  // The automatic plan takes the bounded warm-up where it may: more pieces than the exact plan has
+  // segments, a modelled time well below it, and a fallback no slower than the best exact plan
+  // (within the model's slack, 1.2).
+  for (int64_t units : {4, 8, 12, 16, 24, 32})
+    for (int64_t chunks : {64, 128, 512, 4096}) {
+      if (units == 32 && chunks == 64) continue;  // T = 1024, H = 32: the one pass fills the SMs
+      const RecurrencePlan exact = plan(units, chunks, 0, KDA_CONTEXT_EXACT);
+      const RecurrencePlan p = plan(units, chunks);
+      ASSERT_EQ(p.method, SplitMethod::kWarmup) << units << " " << chunks;
+      EXPECT_GE(p.pieces, 2);
+      EXPECT_LT(p.cost_us, 0.9 * exact.cost_us) << units << " " << chunks;
+      EXPECT_LE(p.fallback_cost_us, 1.2 * exact.cost_us + 1e-9) << units << " " << chunks;
+      EXPECT_GE(p.segments, 1);
+    }
+}
+
+TEST(Plan, WarmUpOnlyWhereTheBoundHolds) {
+  // allow_neg_eigval or keys without the L2 norm (warmup_valid = false), or the exact method asked
+  // for: never the warm-up.
+  for (int64_t chunks : {64, 512, 4096}) {
+    EXPECT_NE(plan(8, chunks, 0, KDA_CONTEXT_AUTO, false).method, SplitMethod::kWarmup);
+    EXPECT_NE(plan(8, chunks, 0, KDA_CONTEXT_WARMUP, false).method, SplitMethod::kWarmup);
+    EXPECT_NE(plan(8, chunks, 0, KDA_CONTEXT_EXACT).method, SplitMethod::kWarmup);
+    EXPECT_NE(plan(8, chunks, 7, KDA_CONTEXT_AUTO).method, SplitMethod::kWarmup);  // forced count: exact
+  }
 }
 
 TEST(Plan, AutomaticPlansBeatOnePass) {
   for (int64_t units = 1; units <= 140; ++units)
     for (int64_t chunks : {1, 2, 7, 64, 513, 4096}) {
-      const RecurrencePlan p = plan_recurrence(units, chunks, kH200, 0);
+      const RecurrencePlan p = plan(units, chunks);
+      const RecurrencePlan whole = plan(units, chunks, 1);
       ASSERT_GE(p.segments, 1);
       ASSERT_LE(p.segments, kMaxContextSegments);
-      if (p.segments > 1) {
-        EXPECT_LE(units * 2, kH200) << "context parallelism on a full grid: " << units;
-        EXPECT_LT(p.cost_us, 0.9 * plan_recurrence(units, chunks, kH200, 1).cost_us) << units << " " << chunks;
+      ASSERT_LE(p.pieces, kMaxContextSegments);
+      if (p.method != SplitMethod::kNone) {
+        EXPECT_LE(units * 2, kH200) << "sequence parallelism on a full grid: " << units;
+        EXPECT_LT(p.cost_us, 0.9 * whole.cost_us) << units << " " << chunks;
       }
-      for (int v : {p.vsplit_first, p.vsplit_second}) EXPECT_TRUE(v == 1 || v == 2 || v == 4 || v == 8);
+      if (p.method == SplitMethod::kWarmup) {
+        EXPECT_LE(p.fallback_cost_us, 1.2 * whole.cost_us + 1e-9);
+      }
+      for (int v : {p.vsplit_first, p.vsplit_second}) EXPECT_TRUE(valid_vsplit(v));
     }
 }
 
 TEST(Plan, ForcedSegmentsAreHonoured) {
   for (int n = 1; n <= kMaxContextSegments; ++n) {
-    EXPECT_EQ(plan_recurrence(3, 100, kH200, n).segments, n);
-    EXPECT_EQ(plan_recurrence(500, 100, kH200, n).segments, n);  // several waves when it must
+    EXPECT_EQ(plan(3, 100, n).segments, n);
+    EXPECT_EQ(plan(500, 100, n).segments, n);  // several waves when it must
+    const RecurrencePlan w = plan(3, 100, n, KDA_CONTEXT_WARMUP);
+    if (n == 1) {
+      EXPECT_EQ(w.method, SplitMethod::kNone);
+    } else {
+      EXPECT_EQ(w.method, SplitMethod::kWarmup);
+      EXPECT_EQ(w.pieces, n);
+      EXPECT_EQ(w.segments, n);  // the fallback splits as much
+    }
   }
 }
 
 TEST(Plan, CtasAndWorkspace) {
   RecurrencePlan p;
+  p.method = SplitMethod::kExact;
   p.segments = 5;
   p.vsplit_first = 2;
   p.vsplit_second = 4;
   EXPECT_EQ(first_pass_ctas(3, p), 3 * 2 * 7);   // segment 0 + 3 middle segments x (state + transition)
   EXPECT_EQ(second_pass_ctas(3, p), 3 * 4 * 4);  // segments 1..4
+  EXPECT_TRUE(has_combine(p));
   EXPECT_EQ(context_workspace_bytes(3, p), 3u * 7u * 128u * 128u * 4u);  // 4 states + 3 transitions
   p.segments = 2;
   EXPECT_EQ(first_pass_ctas(3, p), 3 * 2);
+  EXPECT_FALSE(has_combine(p));
   EXPECT_EQ(context_workspace_bytes(3, p), 3u * 128u * 128u * 4u);
-  p.segments = 1;
+  // Warm-up: pass 1 covers the pieces and the fallback's pass 1, whichever needs more slots.
+  p.method = SplitMethod::kWarmup;
+  p.pieces = 16;
+  p.segments = 5;
+  EXPECT_EQ(first_pass_ctas(3, p), 3 * 2 * 16);
+  p.pieces = 4;
+  EXPECT_EQ(first_pass_ctas(3, p), 3 * 2 * 7);
+  EXPECT_EQ(second_pass_ctas(3, p), 3 * 4 * 4);
+  p.segments = 1;  // the fallback is the one pass: no pass 2, no combine, no combine workspace
+  EXPECT_EQ(first_pass_ctas(3, p), 3 * 2 * 4);
+  EXPECT_EQ(second_pass_ctas(3, p), 0);
+  EXPECT_FALSE(has_combine(p));
+  EXPECT_EQ(context_workspace_bytes(3, p), 0u);
+  p.method = SplitMethod::kNone;
   EXPECT_EQ(second_pass_ctas(3, p), 0);
   EXPECT_EQ(context_workspace_bytes(3, p), 0u);
 }

@@ -78,6 +78,17 @@ typedef enum kda_gate {
   KDA_GATE_PREACTIVATED = 2
 } kda_gate;
 
+/* How long sequences are split into pieces run in parallel on one GPU (docs/design.md §3.1-§3.2). */
+typedef enum kda_context_method {
+  KDA_CONTEXT_AUTO = 0,   /* the planner picks one pass, the exact combine or the bounded warm-up */
+  KDA_CONTEXT_EXACT = 1,  /* exact combine: segment transitions, a float32 combine, a second pass */
+  /* Bounded warm-up: each piece starts a few chunks early from a zero state, as many as the gates
+     need for the dropped part to be <= 2^-24 of the state (decided on the device, spec §10); a
+     (sequence, head) whose gates decay too slowly for that runs the exact combine instead. Needs
+     qk_l2norm = 1 and allow_neg_eigval = 0 (else the exact combine is used). */
+  KDA_CONTEXT_WARMUP = 2
+} kda_context_method;
+
 typedef struct kda_fwd_params {
   uint32_t struct_size; /* sizeof(kda_fwd_params); kda_fwd_params_init sets it */
   kda_tensor q, k, v, g, beta;
@@ -102,6 +113,13 @@ typedef struct kda_fwd_params {
      n in [2, KDA_MAX_CONTEXT_SPLIT] = split every sequence into n segments. Results differ between
      plans by rounding only (each plan is deterministic); the workspace size depends on the plan. */
   int32_t context_split;
+  /* kda_context_method (GPU only): which method splits sequences when they are split. With
+     context_split >= 2 and KDA_CONTEXT_AUTO the exact combine is used. */
+  int32_t context_method;
+  /* Testing and tuning only (GPU, KDA_CONTEXT_WARMUP): 0 = warm-up length chosen from the bound;
+     n > 0 = every piece warms up exactly n chunks (or back to the sequence start), ignoring the
+     bound: the results are then approximate. */
+  int32_t context_warmup_chunks;
 } kda_fwd_params;
 
 typedef enum kda_status_code {

@@ -118,6 +118,7 @@ struct Args {
   const OptTensor &initial_state, &final_state, &cu_seqlens;
   double scale;
   bool beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens;
+  int64_t context_split, context_method;
 };
 
 kda_fwd_params make_params(const char* fn, const Args& a, bool use_data) {
@@ -157,6 +158,10 @@ kda_fwd_params make_params(const char* fn, const Args& a, bool use_data) {
   p.qk_l2norm = a.qk_l2norm ? 1 : 0;
   p.allow_neg_eigval = a.allow_neg_eigval ? 1 : 0;
   p.check_cu_seqlens = a.check_cu_seqlens ? 1 : 0;
+  // Out of int32 range: passed on as an invalid value, so that the C API names the argument.
+  auto to_i32 = [](int64_t x) { return x < INT32_MIN || x > INT32_MAX ? int32_t{-1} : static_cast<int32_t>(x); };
+  p.context_split = to_i32(a.context_split);
+  p.context_method = to_i32(a.context_method);
   return p;
 }
 
@@ -172,7 +177,7 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
          const OptTensor& dt_bias, std::optional<double> lower_bound, const OptTensor& initial_state,
          const OptTensor& final_state, const OptTensor& cu_seqlens, const OptTensor& workspace,
          bool beta_sigmoid, bool qk_l2norm, bool gate_in_kernel, bool allow_neg_eigval,
-         bool check_cu_seqlens) {
+         bool check_cu_seqlens, int64_t context_split, int64_t context_method) {
   constexpr const char* fn = "flash_kda.fwd";
   TORCH_CHECK_VALUE(q.is_cuda(), fn, ": q: expected a CUDA tensor, got a tensor on ", q.device(),
                     " (flash_kda runs on CUDA GPUs of compute capability 9.0 only)");
@@ -193,7 +198,7 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
   const c10::cuda::CUDAGuard guard(dev);
   const Args args{q,       k,           v,         g,          beta,         &out,         A_log,
                   dt_bias, lower_bound, initial_state, final_state, cu_seqlens, scale,   beta_sigmoid,
-                  qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens};
+                  qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens, context_split, context_method};
 
   // Shape validation first (no memory touched); this also sizes the workspace.
   const kda_fwd_params shapes = make_params(fn, args, /*use_data=*/false);
@@ -238,11 +243,12 @@ int64_t get_workspace_size(const at::Tensor& q, const at::Tensor& k, const at::T
                            const at::Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
                            std::optional<double> lower_bound, const OptTensor& initial_state,
                            const OptTensor& final_state, const OptTensor& cu_seqlens, bool beta_sigmoid,
-                           bool qk_l2norm, bool gate_in_kernel, bool allow_neg_eigval) {
+                           bool qk_l2norm, bool gate_in_kernel, bool allow_neg_eigval, int64_t context_split,
+                           int64_t context_method) {
   constexpr const char* fn = "flash_kda.get_workspace_size";
   const Args args{q,       k,           v,         g,          beta,         nullptr,     A_log,
                   dt_bias, lower_bound, initial_state, final_state, cu_seqlens, 1.0,   beta_sigmoid,
-                  qk_l2norm, gate_in_kernel, allow_neg_eigval, false};
+                  qk_l2norm, gate_in_kernel, allow_neg_eigval, false, context_split, context_method};
   const kda_fwd_params p = make_params(fn, args, /*use_data=*/false);
   size_t bytes = 0;
   throw_on_error(fn, kda_fwd_workspace_size(&p, &bytes));
@@ -263,13 +269,13 @@ TORCH_LIBRARY(flash_kda, m) {
       "Tensor? A_log=None, Tensor? dt_bias=None, float? lower_bound=None, Tensor? initial_state=None, "
       "Tensor(b!)? final_state=None, Tensor? cu_seqlens=None, Tensor(c!)? workspace=None, "
       "bool beta_sigmoid=True, bool qk_l2norm=True, bool gate_in_kernel=True, bool allow_neg_eigval=False, "
-      "bool check_cu_seqlens=False) -> ()");
+      "bool check_cu_seqlens=False, int context_split=0, int context_method=0) -> ()");
   // Catch-all kernel: reads shapes only, so it also serves meta / CPU tensors.
   m.def(
       "get_workspace_size(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? A_log=None, "
       "Tensor? dt_bias=None, float? lower_bound=None, Tensor? initial_state=None, Tensor? final_state=None, "
       "Tensor? cu_seqlens=None, bool beta_sigmoid=True, bool qk_l2norm=True, bool gate_in_kernel=True, "
-      "bool allow_neg_eigval=False) -> int",
+      "bool allow_neg_eigval=False, int context_split=0, int context_method=0) -> int",
       &get_workspace_size);
   m.def("build_info() -> str", &build_info);
 }
@@ -291,7 +297,7 @@ namespace {
 //
 // _fwd_eager(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
 //            cu_seqlens, workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval,
-//            check_cu_seqlens) -> None, or NotImplemented
+//            check_cu_seqlens, context_split, context_method) -> None, or NotImplemented
 //
 // flash_kda.fwd calls it (outside torch.compile tracing) with its arguments in the op's schema
 // order, check_cu_seqlens already resolved. It runs `fwd` above, as the torch.ops path would run
@@ -400,8 +406,8 @@ PyObject* not_taken() {
 
 PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 19) {
-    PyErr_Format(PyExc_TypeError, "flash_kda._C._fwd_eager: expected 19 positional arguments, got %zd", nargs);
+  if (nargs != 21) {
+    PyErr_Format(PyExc_TypeError, "flash_kda._C._fwd_eager: expected 21 positional arguments, got %zd", nargs);
     return nullptr;
   }
   if (!default_dispatch_state()) return not_taken();
@@ -419,6 +425,18 @@ PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t narg
       !flag_arg(args[16], &gate_in_kernel) || !flag_arg(args[17], &allow_neg_eigval) ||
       !flag_arg(args[18], &check_cu_seqlens))
     return not_taken();
+  // context_split / context_method: exact Python ints (bool is an int subclass: not taken).
+  int64_t context_split = 0, context_method = 0;
+  for (int i : {19, 20}) {
+    if (!PyLong_CheckExact(args[i])) return not_taken();
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(args[i], &overflow);
+    if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return not_taken();
+    }
+    (i == 19 ? context_split : context_method) = x;
+  }
 
   double scale = 0.0;
   if (args[5] == Py_None) {
@@ -460,9 +478,11 @@ PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t narg
     RECORD_FUNCTION("flash_kda::fwd",
                     std::vector<c10::IValue>({q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                                               initial_state, final_state, cu_seqlens, workspace, beta_sigmoid,
-                                              qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens}));
+                                              qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens,
+                                              context_split, context_method}));
     fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-        workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens);
+        workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens, context_split,
+        context_method);
   }
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS

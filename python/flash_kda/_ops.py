@@ -44,7 +44,7 @@ _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 # Opt-in device-side check of cu_seqlens contents (synchronises; not under CUDA-graph capture).
 _CHECK_CU_SEQLENS = os.environ.get("FLASH_KDA_CHECK_CU_SEQLENS", "0") not in ("", "0")
 
-# Eager fast path of fwd: _C._fwd_eager(19 arguments in the op's schema order) -> None when it ran the
+# Eager fast path of fwd: _C._fwd_eager(21 arguments in the op's schema order) -> None when it ran the
 # op, NotImplemented when the call needs the general path. None when the extension was built without
 # it (no Python headers or no libtorch_python) or with FLASH_KDA_EAGER_FAST_PATH=0.
 _fwd_eager = getattr(_C, "_fwd_eager", None)
@@ -98,6 +98,31 @@ def _dense(t):
     return t.clone(memory_format=torch.contiguous_format)
 
 
+_CONTEXT_METHODS = {"auto": 0, "exact": 1, "warmup": 2}
+
+
+def _context_method(fn, method):
+    """context_method as the C API's integer: None / 'auto' 0, 'exact' 1, 'warmup' 2 (or the int)."""
+    if method is None:
+        return 0
+    if isinstance(method, str):
+        if method not in _CONTEXT_METHODS:
+            raise ValueError(f"{fn}: context_method: expected one of {sorted(_CONTEXT_METHODS)} or None, "
+                             f"got {method!r}")
+        return _CONTEXT_METHODS[method]
+    if isinstance(method, bool) or not isinstance(method, int):
+        raise TypeError(f"{fn}: context_method: expected a str, an int or None, got {type(method).__name__}")
+    return method
+
+
+def _context_split(fn, split):
+    if split is None:
+        return 0
+    if isinstance(split, bool) or not isinstance(split, int):
+        raise TypeError(f"{fn}: context_split: expected an int or None, got {type(split).__name__}")
+    return split
+
+
 def _param(t):
     """A_log / dt_bias: float32, dense (other float dtypes are cast, as FLA's kernels do)."""
     if t is not None and t.is_floating_point() and t.dtype != torch.float32:
@@ -107,7 +132,8 @@ def _param(t):
 
 def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
         final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
-        beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None):
+        beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None,
+        context_split=None, context_method=None):
     """KDA forward, drop-in for MoonshotAI FlashKDA's ``flash_kda.fwd`` (same names and order).
 
     Writes ``out`` [B, T, HV, V] (bf16) and, if given, ``final_state`` [N, HV, V, K] (bf16 or
@@ -128,6 +154,10 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
     ``qk_l2norm=False`` uses q and k as given, ``allow_neg_eigval`` doubles beta;
     ``check_cu_seqlens=True`` (or env FLASH_KDA_CHECK_CU_SEQLENS=1) validates cu_seqlens' contents
     on the device (synchronises; not capturable). Runs on the current stream of q's device.
+    ``context_split`` (None / 0 automatic, 1 never, n pieces) and ``context_method`` (None /
+    'auto', 'exact' combine or bounded 'warmup'; README, docs/design.md §3) steer how long
+    sequences with few heads are split over the GPU, for tests and tuning; pass the same values
+    to ``get_workspace_size``.
 
     In eager mode the common case (plain CUDA tensors that need no copy, Python numbers, no
     torch function / dispatch mode, no input requiring grad while grad mode is on) runs the
@@ -136,21 +166,28 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
     """
     if check_cu_seqlens is None:
         check_cu_seqlens = _CHECK_CU_SEQLENS
+    if context_split is not None or context_method is not None:
+        context_split = _context_split("flash_kda.fwd", context_split)
+        context_method = _context_method("flash_kda.fwd", context_method)
+    else:
+        context_split = context_method = 0
     # Not while dynamo traces this function (that keeps torch.ops.flash_kda.fwd in the graph).
     if not _is_compiling() and _fwd_eager is not None and _fwd_eager(
             q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
             cu_seqlens, workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval,
-            check_cu_seqlens) is None:
+            check_cu_seqlens, context_split, context_method) is None:
         return None
     return _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                         final_state, cu_seqlens, workspace, gate_in_kernel=gate_in_kernel,
                         beta_sigmoid=beta_sigmoid, qk_l2norm=qk_l2norm,
-                        allow_neg_eigval=allow_neg_eigval, check_cu_seqlens=check_cu_seqlens)
+                        allow_neg_eigval=allow_neg_eigval, check_cu_seqlens=check_cu_seqlens,
+                        context_split=context_split, context_method=context_method)
 
 
 def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
                  final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
-                 beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None):
+                 beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None,
+                 context_split=0, context_method=0):
     """fwd through torch.ops.flash_kda.fwd, for every input (the path before the eager fast path,
     and the one dynamo traces): checks the Python types, copies what the C API cannot read as it
     is, calls the op, copies results back into strided out / final_state."""
@@ -186,7 +223,8 @@ def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     torch.ops.flash_kda.fwd(q, k, v, g, beta, scale, out_buf, A_log, dt_bias, lower_bound,
                             initial_state, fs_buf, cu_seqlens, workspace, bool(beta_sigmoid),
                             bool(qk_l2norm), bool(gate_in_kernel), bool(allow_neg_eigval),
-                            bool(check_cu_seqlens))
+                            bool(check_cu_seqlens), _context_split(fn, context_split),
+                            _context_method(fn, context_method))
     if out_buf is not out:
         out.copy_(out_buf)
     if fs_buf is not final_state:
@@ -196,7 +234,7 @@ def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
 def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias=None,
                        lower_bound=-5.0, initial_state=None, final_state=None, cu_seqlens=None, *,
                        gate_in_kernel=True, beta_sigmoid=True, qk_l2norm=True,
-                       allow_neg_eigval=False):
+                       allow_neg_eigval=False, context_split=None, context_method=None):
     """Bytes of workspace ``fwd`` needs for these inputs (shapes and options only; any device).
 
     Pass the tensors (or meta tensors of the same shapes) and options you will pass to ``fwd``;
@@ -204,6 +242,7 @@ def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias
     unbounded one. Upstream's form ``get_workspace_size(T_total, H, N)`` is also accepted
     (HV = H, bounded gate, N packed sequences, fp32 states).
     """
+    fn_short = "flash_kda.get_workspace_size"
     if not isinstance(q, torch.Tensor):
         T_total, H, N = int(q), int(k), int(v)
         meta = {"device": "meta"}
@@ -214,7 +253,8 @@ def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias
         state = torch.empty(N, H, 128, 128, dtype=torch.float32, **meta)
         cu = torch.empty(N + 1, dtype=torch.int64, **meta)
         return int(torch.ops.flash_kda.get_workspace_size(
-            x, x, x, x, beta, A_log, dt_bias, -5.0, state, state, cu, True, True, True, False))
+            x, x, x, x, beta, A_log, dt_bias, -5.0, state, state, cu, True, True, True, False,
+            _context_split(fn_short, context_split), _context_method(fn_short, context_method)))
     fn = "flash_kda.get_workspace_size"
     for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
         _expect_tensor(fn, name, t)
@@ -223,7 +263,8 @@ def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias
     return int(torch.ops.flash_kda.get_workspace_size(
         q, k, v, g, beta, A_log, dt_bias, None if lower_bound is None else float(lower_bound),
         initial_state, final_state, cu_seqlens, bool(beta_sigmoid), bool(qk_l2norm),
-        bool(gate_in_kernel), bool(allow_neg_eigval)))
+        bool(gate_in_kernel), bool(allow_neg_eigval), _context_split(fn, context_split),
+        _context_method(fn, context_method)))
 
 
 def build_info():

@@ -107,7 +107,7 @@ kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes) {
   if (bytes == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "bytes: expected a non-null pointer, got NULL");
   kda::Problem problem;
   KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kShapesOnly, &problem));
-  *bytes = kda::sm90::fwd_workspace_bytes(problem);
+  *bytes = kda::sm90::fwd_workspace_bytes(problem, kda::sm90::fwd_plan(problem));
   return make_ok();
 }
 
@@ -117,7 +117,8 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
   int device = -1;
   KDA_RETURN_IF_ERROR(check_device(&device));
   KDA_RETURN_IF_ERROR(check_pointers(*params, device));
-  const size_t needed = kda::sm90::fwd_workspace_bytes(problem);
+  const kda::sm90::RecurrencePlan plan = kda::sm90::fwd_plan(problem);
+  const size_t needed = kda::sm90::fwd_workspace_bytes(problem, plan);
   if (workspace_bytes < needed)
     return make_error(KDA_ERROR_WORKSPACE_TOO_SMALL, "workspace: expected at least %zu bytes (kda_fwd_workspace_size), got %zu",
                       needed, workspace_bytes);
@@ -130,7 +131,7 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
   }
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
-  return kda::sm90::fwd(problem, workspace, workspace_bytes, stream);
+  return kda::sm90::fwd(problem, plan, workspace, stream);
 }
 
 kda_status kda_fwd_cpu(const kda_fwd_params* params, kda_cpu_algorithm algorithm, int32_t num_threads) {

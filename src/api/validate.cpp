@@ -209,6 +209,21 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "context_split: expected 0 (automatic), 1 (off) or a segment count in [2, %d], got %d",
                       KDA_MAX_CONTEXT_SPLIT, p->context_split);
+  if (p->context_method != KDA_CONTEXT_AUTO && p->context_method != KDA_CONTEXT_EXACT &&
+      p->context_method != KDA_CONTEXT_WARMUP)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "context_method: expected KDA_CONTEXT_AUTO (0), KDA_CONTEXT_EXACT (1) or KDA_CONTEXT_WARMUP (2), "
+                      "got %d",
+                      static_cast<int>(p->context_method));
+  if (p->context_warmup_chunks < 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "context_warmup_chunks: expected 0 (chosen from the decay bound) or a chunk count >= 1, got %d",
+                      p->context_warmup_chunks);
+  if (p->context_warmup_chunks > 0 && p->context_method != KDA_CONTEXT_WARMUP)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "context_warmup_chunks: expected 0 unless context_method is KDA_CONTEXT_WARMUP (2), got %d with "
+                      "context_method %d",
+                      p->context_warmup_chunks, static_cast<int>(p->context_method));
   if (!std::isfinite(p->scale))
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "scale: expected a finite value, got %g",
                       p->scale);

@@ -80,8 +80,28 @@ size_t records_bytes(const Problem& pr) {
   return static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * ChunkRecord::kBytes;
 }
 
-// Offset of the context-parallel area: after the records and the check word, 256-byte aligned.
-size_t context_offset(const Problem& pr) { return (records_bytes(pr) + kCheckBytes + 255) / 256 * 256; }
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+// Byte offsets in the workspace: the records, the check word, then (sequence parallelism only) the
+// exact combine's float32 states and transitions, the warm-up's chunk bounds and fallback flags.
+struct WorkspaceLayout {
+  size_t context = 0, bounds = 0, fallback = 0, total = 0;
+};
+WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan) {
+  WorkspaceLayout w;
+  w.total = records_bytes(pr) + kCheckBytes;
+  const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
+  if (cp > 0) {
+    w.context = align256(w.total);
+    w.total = w.context + cp;
+  }
+  if (plan.method == SplitMethod::kWarmup) {
+    w.bounds = align256(w.total);
+    w.fallback = align256(w.bounds + static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * sizeof(float));
+    w.total = w.fallback + static_cast<size_t>(pr.N * pr.HV) * sizeof(int32_t);
+  }
+  return w;
+}
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
   SequenceLayout s;
@@ -120,7 +140,9 @@ kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream
 template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>
 kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
-  auto kernel = chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm>;
+  auto kernel = rp.method == SplitMethod::kWarmup
+                    ? chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, true>
+                    : chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, false>;
   cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
   if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
   err = launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes), stream,
@@ -135,15 +157,38 @@ int sm_count() {
   return count;
 }
 
+}  // namespace
+
 // The recurrence plan (plan.h) for this problem on the current device. Slices of the 128 value rows
 // per (sequence, head) give more independent chains (CTAs) when sequences x heads leave SMs idle,
-// at the price of re-reading each chunk record once per slice (from L2); context parallelism
-// splits long sequences into segments. The chain length is the longest possible sequence (B*T
-// tokens when packed: the host never reads cu_seqlens).
-RecurrencePlan make_plan(const Problem& pr) {
+// at the price of re-reading each chunk record once per slice (from L2); sequence parallelism
+// splits long sequences into pieces or segments. The chain length is the longest possible sequence
+// (B*T tokens when packed: the host never reads cu_seqlens). The last plan of each host thread is
+// kept (thread-local: serving loops repeat shapes; nothing is shared between threads).
+RecurrencePlan fwd_plan(const Problem& pr) {
   const int64_t tokens = pr.varlen ? pr.T_total : pr.T;
-  return plan_recurrence(pr.N * pr.HV, (tokens + 15) / 16, sm_count(), pr.params->context_split);
+  PlanRequest r;
+  r.units = pr.N * pr.HV;
+  r.chunks = (tokens + 15) / 16;
+  r.sms = sm_count();
+  r.forced_segments = pr.params->context_split;
+  r.method = pr.params->context_method;
+  // The decay bound of spec §10 needs unit keys and b in [0, 1] (the device also checks b per chunk).
+  r.warmup_valid = pr.params->qk_l2norm != 0 && pr.params->allow_neg_eigval == 0;
+  thread_local PlanRequest last_request{};
+  thread_local RecurrencePlan last_plan{};
+  thread_local bool have_last = false;
+  if (!(have_last && r.units == last_request.units && r.chunks == last_request.chunks && r.sms == last_request.sms &&
+        r.forced_segments == last_request.forced_segments && r.method == last_request.method &&
+        r.warmup_valid == last_request.warmup_valid)) {
+    last_plan = plan_recurrence(r);
+    last_request = r;
+    have_last = true;
+  }
+  return last_plan;
 }
+
+namespace {
 
 // chunk_recurrence_kernel with the configuration for `vsplit` value-row slices: warps per CTA =
 // 128 / vsplit value rows in groups of 16; when the grid leaves SMs idle (vsplit > 1),
@@ -164,12 +209,9 @@ kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaS
 
 }  // namespace
 
-size_t fwd_workspace_bytes(const Problem& pr) {
-  const size_t cp = context_workspace_bytes(pr.N * pr.HV, make_plan(pr));
-  return cp == 0 ? records_bytes(pr) + kCheckBytes : context_offset(pr) + cp;
-}
+size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) { return workspace_layout(pr, plan).total; }
 
-kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, kda_stream_t stream_handle) {
+kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream_handle) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_fwd_params& a = *pr.params;
   const SequenceLayout seq = make_sequence_layout(pr);
@@ -177,11 +219,14 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
 
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
-  const RecurrencePlan plan = make_plan(pr);
-  const int64_t combine_ctas = plan.segments >= 3 ? units * (128 / kCombineRows) : 0;
+  const WorkspaceLayout ws = workspace_layout(pr, plan);
+  const bool warm = plan.method == SplitMethod::kWarmup;
+  const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;
   if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan), combine_ctas}) > 0x7fffffff)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: N x HV = %lld (sequences x value heads) is too large for one grid",
                       static_cast<long long>(units));
+  float* chunk_bounds = warm ? reinterpret_cast<float*>(records + ws.bounds) : nullptr;
+  int32_t* unit_fallback = warm ? reinterpret_cast<int32_t*>(records + ws.fallback) : nullptr;
 
   if (seq.num_vchunks > 0) {
     PrepParams pp;
@@ -207,6 +252,7 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
     pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
     pp.lower_bound = static_cast<float>(a.lower_bound);
     pp.records = records;
+    pp.chunk_bounds = chunk_bounds;
     kda_status st;
     switch (a.gate) {
       case KDA_GATE_BOUNDED: st = launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream); break;
@@ -228,26 +274,27 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.final_is_f32 = a.final_state.dtype == KDA_DTYPE_F32;
   rp.HV = static_cast<int32_t>(pr.HV);
   rp.records = records;
+  rp.method = plan.method;
+  rp.units = static_cast<int32_t>(units);
   rp.segments = plan.segments;
-  const bool after_prep = seq.num_vchunks > 0;  // else the previous kernel in the stream is the caller's
-  if (plan.segments == 1) {
-    rp.pass = RecurrencePass::kWhole;
-    rp.vsplit = plan.vsplit_first;
-    rp.cp_states = rp.cp_transitions = nullptr;
-    return launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep);
-  }
-  // Context parallelism: pass 1, the combine (P >= 3), pass 2.
+  rp.pieces = plan.pieces;
+  rp.forced_warmup = a.context_warmup_chunks;
+  rp.chunk_bounds = chunk_bounds;
+  rp.unit_fallback = unit_fallback;
   const int64_t state_elems = 128 * 128;
-  rp.cp_states = reinterpret_cast<float*>(records + context_offset(pr));
-  rp.cp_transitions = rp.cp_states + units * (plan.segments - 1) * state_elems;
-  rp.pass = RecurrencePass::kFirst;
+  rp.cp_states = plan.segments > 1 ? reinterpret_cast<float*>(records + ws.context) : nullptr;
+  rp.cp_transitions = rp.cp_states == nullptr ? nullptr : rp.cp_states + units * (plan.segments - 1) * state_elems;
+  const bool after_prep = seq.num_vchunks > 0;  // else the previous kernel in the stream is the caller's
+  rp.pass = plan.method == SplitMethod::kNone ? RecurrencePass::kWhole : RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
-  if (plan.segments >= 3) {
+  if (second_pass_ctas(units, plan) == 0) return make_ok();
+  if (has_combine(plan)) {
     CombineParams cb;
     cb.cp_states = rp.cp_states;
     cb.cp_transitions = rp.cp_transitions;
     cb.segments = plan.segments;
+    cb.unit_fallback = unit_fallback;
     const cudaError_t err = launch_kernel(context_combine_kernel, dim3(static_cast<unsigned>(combine_ctas)),
                                           kCombineThreads, 0, stream, true, cb);
     if (err != cudaSuccess) return cuda_error("context_combine_kernel launch", err);

@@ -5,16 +5,21 @@
 #include <cstddef>
 
 #include "src/api/problem.h"
+#include "src/launch/plan.h"
 
 namespace kda::sm90 {
 
-// Device workspace the forward pass needs: a function of shapes, options and the current device's
-// SM count (through the recurrence plan, plan.h).
-size_t fwd_workspace_bytes(const Problem& problem);
+// The recurrence plan (plan.h) of a validated problem on the current device (its SM count): computed
+// once per call and passed to the two functions below.
+RecurrencePlan fwd_plan(const Problem& problem);
+
+// Device workspace the forward pass needs with `plan`.
+size_t fwd_workspace_bytes(const Problem& problem, const RecurrencePlan& plan);
 
 // Enqueues the forward pass on `stream`. Preconditions: `problem` validated for the device, the
-// current device is SM90, `workspace` holds fwd_workspace_bytes(problem) bytes, 256-byte aligned.
-kda_status fwd(const Problem& problem, void* workspace, size_t workspace_bytes, kda_stream_t stream);
+// current device is SM90, `plan` = fwd_plan(problem), `workspace` holds fwd_workspace_bytes(problem,
+// plan) bytes, 256-byte aligned.
+kda_status fwd(const Problem& problem, const RecurrencePlan& plan, void* workspace, kda_stream_t stream);
 
 // Opt-in content check of cu_seqlens (synchronises `stream`): KDA_OK or an error naming the entry.
 kda_status check_cu_seqlens(const Problem& problem, void* workspace, kda_stream_t stream);

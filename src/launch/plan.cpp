@@ -1,4 +1,4 @@
-// Recurrence plan: value-row slices and context-parallel segments (plan.h).
+// Recurrence plan: value-row slices, exact combine and bounded warm-up (plan.h).
 #include "src/launch/plan.h"
 
 #include <algorithm>
@@ -28,6 +28,14 @@ constexpr double kCombineStepUs = 2.7;  // measured 2.6-2.8 (Nsight Compute, T81
 // Context parallelism must beat the one-pass plan by this factor under the model (the model is
 // coarse; an even trade is not worth two extra launches and the extra workspace).
 constexpr double kRequiredGain = 0.9;
+// Bounded warm-up: chunks of warm-up assumed per piece (one at lower_bound -5 on random gates),
+// the cost of a launch whose CTAs find nothing to do (the combine and pass 2 when no unit falls
+// back), and how much slower than the best exact plan the fallback may be (pass 1's slices are
+// shared by the pieces and the fallback: the best slices for the pieces may cost the fallback up to
+// this factor; measured on the H200, docs/performance_notes.md).
+constexpr double kWarmupChunksEstimate = 1.0;
+constexpr double kIdleLaunchUs = 2.0;
+constexpr double kFallbackSlack = 1.2;
 
 int64_t waves(int64_t ctas, int sms) { return (ctas + sms - 1) / sms; }
 
@@ -38,72 +46,161 @@ int one_pass_vsplit(int64_t units, int sms) {
   return vsplit;
 }
 
+double pass_cost(int64_t ctas, double chain, int vsplit, int sms) {
+  return static_cast<double>(waves(ctas, sms)) * (chain * step_us(vsplit) + kWaveUs);
+}
+
 RecurrencePlan one_pass(int64_t units, int64_t chunks, int sms) {
   RecurrencePlan p;
-  p.segments = 1;
   p.vsplit_first = p.vsplit_second = one_pass_vsplit(units, sms);
-  p.cost_us = static_cast<double>(waves(units * p.vsplit_first, sms)) *
-              (static_cast<double>(chunks) * step_us(p.vsplit_first) + kWaveUs);
+  p.cost_us = pass_cost(units * p.vsplit_first, static_cast<double>(chunks), p.vsplit_first, sms);
   return p;
 }
 
-// Best slices for P segments. The passes' costs are separable: each pass takes the slice count
-// that is fastest for it. `single_wave`: only plans whose passes fit in one wave of CTAs.
-bool best_for_segments(int64_t units, int64_t chunks, int sms, int P, bool single_wave, RecurrencePlan* out) {
-  const double per = static_cast<double>((chunks + P - 1) / P);
-  double best[2] = {0, 0};
-  int vbest[2] = {0, 0};
-  for (int pass = 0; pass < 2; ++pass)
-    for (int v = 1; v <= 8; v *= 2) {
-      RecurrencePlan p;
-      p.segments = P;
-      p.vsplit_first = p.vsplit_second = v;
-      const int64_t w = waves(pass == 0 ? first_pass_ctas(units, p) : second_pass_ctas(units, p), sms);
-      if (single_wave && w > 1) continue;
-      const double cost = static_cast<double>(w) * (per * step_us(v) + kWaveUs);
-      if (vbest[pass] == 0 || cost < best[pass]) {
-        best[pass] = cost;
-        vbest[pass] = v;
+// Costs of the exact combine for every P in [2, kMaxContextSegments] and pass-1 slice count, each
+// with pass 2's fastest slices: the passes' costs are separable, so one table serves the best exact
+// plan with free or fixed pass-1 slices (computed once per plan; ~500 model evaluations).
+struct ExactTable {
+  static constexpr int kV[4] = {1, 2, 4, 8};
+  double cost[kMaxContextSegments + 1][4] = {};  // [P][index of the pass-1 slice count]
+  int v2[kMaxContextSegments + 1] = {};
+  int max_P = 1;
+
+  ExactTable(int64_t units, int64_t chunks, int sms, int only_P) {
+    const int lo = only_P > 1 ? only_P : 2, hi = only_P > 1 ? only_P : kMaxContextSegments;
+    // The launches and the combine alone grow with P: once they cost more than the slowest one-pass
+    // plan, no larger P can beat any one-pass plan (the reference of every use of the table).
+    double limit = 0;
+    for (int v : kV) limit = std::max(limit, pass_cost(units * v, static_cast<double>(chunks), v, sms));
+    for (int P = lo; P <= hi; ++P) {
+      const double fixed = kExtraLaunchesUs + kCombineStepUs * std::max(P - 2, 0);
+      if (only_P <= 1 && fixed >= limit) break;
+      max_P = P;
+      const double per = static_cast<double>((chunks + P - 1) / P);
+      double best2 = 0;
+      for (int v : kV) {
+        const double c = pass_cost(units * v * (P - 1), per, v, sms);
+        if (v2[P] == 0 || c < best2) {
+          best2 = c;
+          v2[P] = v;
+        }
+      }
+      for (int i = 0; i < 4; ++i)
+        cost[P][i] = pass_cost(units * kV[i] * (2 * P - 3), per, kV[i], sms) + best2 + fixed;
+    }
+  }
+  RecurrencePlan plan(int P, int i) const {
+    RecurrencePlan p;
+    p.method = SplitMethod::kExact;
+    p.segments = P;
+    p.vsplit_first = kV[i];
+    p.vsplit_second = v2[P];
+    p.cost_us = cost[P][i];
+    return p;
+  }
+  // Best exact plan (P >= 2) with pass-1 slices kV[i] (i < 0: any); `fallback` is returned when
+  // nothing beats it.
+  RecurrencePlan best(int i, RecurrencePlan fallback) const {
+    for (int P = 2; P <= max_P; ++P)
+      for (int j = 0; j < 4; ++j)
+        if ((i < 0 || j == i) && cost[P][j] > 0 && cost[P][j] < fallback.cost_us) fallback = plan(P, j);
+    return fallback;
+  }
+};
+
+// The warm-up path when no unit falls back: pieces of ceil(C/pieces) + w chunks in one pass, plus
+// the launches the fallback keeps (they find nothing to do).
+double warmup_cost(int64_t units, int64_t chunks, int sms, int pieces, int vsplit, int fallback_segments) {
+  const double chain = static_cast<double>((chunks + pieces - 1) / pieces) + (pieces > 1 ? kWarmupChunksEstimate : 0);
+  const int idle_launches = fallback_segments >= 3 ? 2 : fallback_segments == 2 ? 1 : 0;
+  return pass_cost(units * vsplit * pieces, chain, vsplit, sms) + kIdleLaunchUs * idle_launches;
+}
+
+// The one pass with fixed slices.
+RecurrencePlan one_pass_with(int64_t units, int64_t chunks, int sms, int vsplit) {
+  RecurrencePlan p;
+  p.vsplit_first = p.vsplit_second = vsplit;
+  p.cost_us = pass_cost(units * vsplit, static_cast<double>(chunks), vsplit, sms);
+  return p;
+}
+
+// The warm-up plan with `forced` pieces (0: chosen) whose pass-1 slices its fallback shares: the
+// fastest whose fallback (the best exact plan, or the one pass, with those slices) stays within
+// kFallbackSlack of `exact_cost`; with forced pieces, the fallback has as many segments.
+RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double exact_cost, const ExactTable& table) {
+  RecurrencePlan best;
+  bool found = false;
+  for (int i = 0; i < 4; ++i) {
+    const int v = ExactTable::kV[i];
+    const RecurrencePlan fb =
+        forced > 1 ? table.plan(forced, i) : table.best(i, one_pass_with(units, chunks, sms, v));
+    if (forced <= 1 && fb.cost_us > kFallbackSlack * exact_cost) continue;
+    for (int P = forced > 1 ? forced : 2; P <= (forced > 1 ? forced : kMaxContextSegments); ++P) {
+      const double cost = warmup_cost(units, chunks, sms, P, v, fb.segments);
+      if (!found || cost < best.cost_us) {
+        found = true;
+        best.method = SplitMethod::kWarmup;
+        best.pieces = P;
+        best.segments = fb.segments;
+        best.vsplit_first = v;
+        best.vsplit_second = fb.segments > 1 ? fb.vsplit_second : v;
+        best.cost_us = cost;
+        best.fallback_cost_us = fb.cost_us;
       }
     }
-  if (vbest[0] == 0 || vbest[1] == 0) return false;
-  out->segments = P;
-  out->vsplit_first = vbest[0];
-  out->vsplit_second = vbest[1];
-  out->cost_us = best[0] + best[1] + kExtraLaunchesUs + kCombineStepUs * std::max(P - 2, 0);
-  return true;
+  }
+  return best;  // found: at least the slices of the best exact plan qualify
 }
 
 }  // namespace
 
-RecurrencePlan plan_recurrence(int64_t units, int64_t chunks, int sms, int forced_segments) {
-  sms = std::max(sms, 1);
-  units = std::max<int64_t>(units, 1);
-  chunks = std::max<int64_t>(chunks, 0);
-  const RecurrencePlan whole = one_pass(units, chunks, sms);
-  if (forced_segments == 1) return whole;
-  if (forced_segments > 1) {
-    RecurrencePlan p;
-    best_for_segments(units, chunks, sms, std::min(forced_segments, kMaxContextSegments), false, &p);
-    return p;
+int64_t first_pass_slots(const RecurrencePlan& p) {
+  const int64_t exact_slots = p.segments >= 2 ? 2 * p.segments - 3 : 1;
+  switch (p.method) {
+    case SplitMethod::kNone: return p.vsplit_first;
+    case SplitMethod::kExact: return p.vsplit_first * exact_slots;
+    case SplitMethod::kWarmup: return p.vsplit_first * std::max<int64_t>(p.pieces, exact_slots);
   }
-  // Context parallelism only where the one-pass plan leaves SMs idle (a full grid gains nothing
+  return p.vsplit_first;
+}
+
+int64_t second_pass_slots(const RecurrencePlan& p) {
+  return p.method == SplitMethod::kNone || p.segments < 2 ? 0 : static_cast<int64_t>(p.vsplit_second) * (p.segments - 1);
+}
+
+RecurrencePlan plan_recurrence(const PlanRequest& r) {
+  const int sms = std::max(r.sms, 1);
+  const int64_t units = std::max<int64_t>(r.units, 1);
+  const int64_t chunks = std::max<int64_t>(r.chunks, 0);
+  const RecurrencePlan whole = one_pass(units, chunks, sms);
+  if (r.forced_segments == 1) return whole;
+  const bool warm = r.warmup_valid && r.method != KDA_CONTEXT_EXACT;
+  const int forced = std::min(r.forced_segments, kMaxContextSegments);
+  if (forced > 1) {
+    const ExactTable table(units, chunks, sms, forced);
+    if (r.method == KDA_CONTEXT_WARMUP && warm) return warmup(units, chunks, sms, forced, 0.0, table);
+    RecurrencePlan best = table.plan(forced, 0);
+    for (int i = 1; i < 4; ++i)
+      if (table.cost[forced][i] < best.cost_us) best = table.plan(forced, i);
+    return best;
+  }
+  // Sequence parallelism only where the one-pass plan leaves SMs idle (a full grid gains nothing
   // from extra chains); several waves of CTAs are allowed (measured: T = 65536, H = 8 runs faster
   // with 17 segments in two waves than with 9 in one).
-  RecurrencePlan best = whole;
-  if (units * 2 > sms) return best;
-  for (int P = 2; P <= kMaxContextSegments; ++P) {
-    // The launches and the combine alone grow with P: once they pass the best cost, stop.
-    if (kExtraLaunchesUs + kCombineStepUs * std::max(P - 2, 0) >= best.cost_us) break;
-    RecurrencePlan p;
-    best_for_segments(units, chunks, sms, P, false, &p);
-    if (p.cost_us < best.cost_us && p.cost_us < kRequiredGain * whole.cost_us) best = p;
+  if (units * 2 > sms) return whole;
+  const ExactTable table(units, chunks, sms, 0);
+  RecurrencePlan best = table.best(-1, whole);
+  if (best.cost_us >= kRequiredGain * whole.cost_us) best = whole;
+  if (warm) {
+    const RecurrencePlan w = warmup(units, chunks, sms, 0, best.cost_us, table);
+    if (w.method == SplitMethod::kWarmup && w.cost_us < kRequiredGain * best.cost_us) return w;
+    if (r.method == KDA_CONTEXT_WARMUP && w.method == SplitMethod::kWarmup && w.cost_us < best.cost_us) return w;
   }
   return best;
 }
 
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan) {
-  if (plan.segments <= 1) return 0;
+  if (plan.method == SplitMethod::kNone || plan.segments <= 1) return 0;
   const size_t per_unit = static_cast<size_t>(2 * plan.segments - 3) * 128 * 128 * sizeof(float);
   return static_cast<size_t>(units) * per_unit;
 }

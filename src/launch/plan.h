@@ -1,50 +1,66 @@
 // How the recurrence is laid out on the GPU: value-row slices per (sequence, head) and, for long
-// sequences with few heads, intra-card context parallelism (docs/design.md §4). Host code only
-// (no CUDA), so the choice is unit-tested on the CPU (tests/test_plan.cpp).
+// sequences with few heads, sequence parallelism (docs/design.md §3.1, §3.2). Host code only (no
+// CUDA), so the choice is unit-tested on the CPU (tests/test_plan.cpp).
 //
-// Context parallelism with P segments splits every sequence's chunks into P equal ranges:
+// Exact combine (method kExact), P segments: every sequence's chunks split into P equal ranges;
 //   pass 1  segment 0 runs from the true initial state (writing its outputs and its end state E0);
 //           each middle segment p = 1..P-2 runs from a zero state (its end state Lp) and, on
-//           separate CTAs, its transition Mp (the same recurrence on the identity with zero values:
-//           a row r of the state maps to r·Mp over the segment);
+//           separate CTAs, its transition Mp (the same recurrence on the identity with zero values);
 //   combine the start states S1 = E0, S(p+1) = Sp·Mp + Lp (float32, sequential over p);
 //   pass 2  segments 1..P-1 run from their start states, writing outputs (and the final state).
-// The chain each CTA walks shrinks from C chunks to about 2·C/P, at the price of the transition
-// rows (twice the work on middle segments) and the combine.
+// The chain each CTA walks shrinks from C chunks to about 2·C/P.
+//
+// Bounded warm-up (method kWarmup), `pieces` pieces: one pass; piece p >= 1 starts w chunks before
+// its first chunk from a zero state, w chosen on the device from the gates (the smallest w whose
+// decay bound is <= 2^-24, at most kWarmupCap chunks, or back to the sequence start, which is
+// exact); the chain is about C/pieces + w. Where the bound does not allow that for some piece of a
+// (sequence, head), that unit runs the exact combine with `segments` segments instead (decided on
+// the device: pass 1's CTAs cover both layouts, the combine and pass 2 skip units that did not
+// fall back). segments = 1 makes the fallback the plain one-pass walk.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "flash_kda/flash_kda.h"
+#include "src/kernels/sm90/kernel_params.h"
 
 namespace kda::sm90 {
 
-inline constexpr int kMaxContextSegments = KDA_MAX_CONTEXT_SPLIT;  // what validation accepts
+static_assert(kMaxContextSegments == KDA_MAX_CONTEXT_SPLIT, "one limit for validation and the kernels");
 
 struct RecurrencePlan {
-  int segments = 1;       // P: 1 = whole sequences (one pass)
-  int vsplit_first = 1;   // value-row slices (1, 2, 4, 8) of the whole-sequence pass or of pass 1
-  int vsplit_second = 1;  // slices of pass 2 (P > 1)
-  double cost_us = 0;     // the model's estimate of the recurrence time
+  SplitMethod method = SplitMethod::kNone;
+  int segments = 1;       // exact combine: P (kWarmup: the fallback's P; 1 = one pass)
+  int pieces = 1;         // kWarmup: pieces per sequence
+  int vsplit_first = 1;   // value-row slices (1, 2, 4, 8) of the one pass / pass 1
+  int vsplit_second = 1;  // slices of pass 2 (segments > 1)
+  double cost_us = 0;     // the model's estimate of the recurrence (kWarmup: when no unit falls back)
+  double fallback_cost_us = 0;  // kWarmup: when every unit falls back
 };
 
-// CTAs of each pass for `units` = sequences x value heads.
-inline int64_t first_pass_ctas(int64_t units, const RecurrencePlan& p) {
-  return units * p.vsplit_first * (p.segments == 1 ? 1 : 2 * p.segments - 3);
-}
-inline int64_t second_pass_ctas(int64_t units, const RecurrencePlan& p) {
-  return p.segments == 1 ? 0 : units * p.vsplit_second * (p.segments - 1);
-}
+struct PlanRequest {
+  int64_t units = 1;    // sequences x value heads
+  int64_t chunks = 0;   // 16-token chunks of the longest sequence (or an upper bound)
+  int sms = 132;        // streaming multiprocessors
+  int forced_segments = 0;  // kda_fwd_params.context_split: 0 automatic, 1 off, n segments / pieces
+  int32_t method = KDA_CONTEXT_AUTO;  // kda_fwd_params.context_method
+  bool warmup_valid = true;  // the decay bound holds for these options (spec §10)
+};
 
-// Chooses the plan for `units` (sequences x value heads), `chunks` (16-token chunks of the longest
-// sequence, or an upper bound) and `sms` streaming multiprocessors: the fastest under a latency
-// model of the recurrence (one CTA per SM, a per-chunk step time that shrinks with the slice).
-// forced_segments: 0 = automatic; n >= 1 = exactly n segments (1 = no context parallelism).
-RecurrencePlan plan_recurrence(int64_t units, int64_t chunks, int sms, int forced_segments);
+// Slots (CTAs per unit) of each pass, and whether the combine runs.
+int64_t first_pass_slots(const RecurrencePlan& p);
+int64_t second_pass_slots(const RecurrencePlan& p);
+inline int64_t first_pass_ctas(int64_t units, const RecurrencePlan& p) { return units * first_pass_slots(p); }
+inline int64_t second_pass_ctas(int64_t units, const RecurrencePlan& p) { return units * second_pass_slots(p); }
+inline bool has_combine(const RecurrencePlan& p) { return p.method != SplitMethod::kNone && p.segments >= 3; }
 
-// Float32 workspace of the context-parallel passes: (P-1) states and max(P-2, 0) transitions of
-// 128 x 128 per unit (0 for P = 1).
+// Chooses the plan: the fastest under a latency model of the recurrence (one CTA per SM, a
+// per-chunk step time that shrinks with the slice, a cost per wave and per launch).
+RecurrencePlan plan_recurrence(const PlanRequest& request);
+
+// Float32 workspace of the exact combine: (P-1) states and max(P-2, 0) transitions of 128 x 128 per
+// unit (0 without one).
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan);
 
 }  // namespace kda::sm90

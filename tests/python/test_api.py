@@ -218,3 +218,38 @@ def test_chunk_kda_matches_fwd_and_build_info():
     for key in ("version", "commit", "cuda_version", "architectures", "torch_version"):
         assert key in info
     assert flash_kda.get_workspace_size(1024, 4, 2) >= 0  # upstream's (T_total, H, N) form
+
+
+@pytest.mark.parametrize("method", ["auto", "exact", "warmup", 2])
+@pytest.mark.parametrize("split", [None, 1, 4])
+def test_context_split_and_method(method, split):
+    # Long sequences with few heads: every method and forced piece count stays close to float64, is
+    # deterministic, and runs with a caller workspace of get_workspace_size(same options) bytes.
+    d = U.make_inputs(seqlens=[1500, 700], H=2, state_dtype=torch.float32)
+    kw = dict(context_split=split, context_method=method)
+    out, fs = U.run_fwd(flash_kda, d, final_dtype=torch.float32, **kw)
+    ro, rs = U.reference_kda(**{k: d[k] for k in ("q", "k", "v", "g", "beta", "scale", "A_log", "dt_bias",
+                                                  "initial_state", "cu_seqlens")}, lower_bound=-5.0)
+    e_o, e_s = U.rel_l2(out, ro), U.rel_l2(fs, rs)
+    print(f"\n[context {method} {split}] out_err={e_o:.3e} state_err={e_s:.3e}")
+    assert U.finite(out) and U.finite(fs) and e_o < 4e-3 and e_s < 3e-3
+    again = U.run_fwd(flash_kda, d, final_dtype=torch.float32, **kw)
+    assert torch.equal(out, again[0]) and torch.equal(fs, again[1])
+    names = ("q", "k", "v", "g", "beta", "A_log", "dt_bias")
+    size = flash_kda.get_workspace_size(*[d[n] for n in names], -5.0, d["initial_state"], d["initial_state"],
+                                        d["cu_seqlens"], **kw)
+    ws = torch.full((max(size, 1),), 0xAB, dtype=torch.uint8, device="cuda")
+    with_ws = U.run_fwd(flash_kda, d, final_dtype=torch.float32, workspace=ws, **kw)
+    assert torch.equal(out, with_ws[0]) and torch.equal(fs, with_ws[1])
+
+
+@pytest.mark.parametrize("kw, exc", [
+    (dict(context_method="fast"), ValueError), (dict(context_method=7), ValueError),
+    (dict(context_method=1.5), TypeError), (dict(context_split=-1), ValueError),
+    (dict(context_split=65), ValueError), (dict(context_split="4"), TypeError),
+])
+def test_bad_context_arguments_are_named(kw, exc):
+    d = U.make_inputs(T=40, H=2, state_dtype=torch.float32)
+    name = next(iter(kw))
+    with pytest.raises(exc, match=name):
+        U.run_fwd(flash_kda, d, final_dtype=torch.float32, **kw)

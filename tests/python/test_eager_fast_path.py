@@ -107,11 +107,11 @@ def _buffers(d, final_dtype):
 
 
 def _eager_args(d, out, fs, lower_bound=-5.0, workspace=None, gate_in_kernel=True, beta_sigmoid=True,
-                qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=False):
+                qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=False, context_split=0, context_method=0):
     """_C._fwd_eager's positional arguments (the op's schema order)."""
     return (d["q"], d["k"], d["v"], d["g"], d["beta"], d["scale"], out, d["A_log"], d["dt_bias"], lower_bound,
             d["initial_state"], fs, d["cu_seqlens"], workspace, beta_sigmoid, qk_l2norm, gate_in_kernel,
-            allow_neg_eigval, check_cu_seqlens)
+            allow_neg_eigval, check_cu_seqlens, context_split, context_method)
 
 
 def _run(fn, d, final_dtype=torch.float32, **kw):

@@ -60,6 +60,12 @@ struct PrepSmem {
     };
   };
   float b[16];
+  // Bounded warm-up's chunk bound (chunk_bounds != nullptr): per warp, the largest G[15, k] over its
+  // key columns (float_order_key); the squared row norms of Kr; per warp, the squared row norms of
+  // Wd over its key columns.
+  int32_t bound[4];
+  float kr_sq[16];
+  float wd_sq[4][16];
   alignas(16) float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
   float qhat[kPairwise ? 16 * kLd : 4];
 };
@@ -106,6 +112,13 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
   return *reinterpret_cast<uint16_t*>(&h);
 }
 
+// A float as an int32 with the same order (for integer max reductions); not for NaN.
+__device__ __forceinline__ int32_t float_order_key(float x) {
+  const int32_t b = __float_as_int(x);
+  return b >= 0 ? b : b ^ 0x7fffffff;
+}
+__device__ __forceinline__ float float_from_order_key(int32_t k) { return __int_as_float(k >= 0 ? k : k ^ 0x7fffffff); }
+
 __device__ __forceinline__ float load_scalar(const void* p, int64_t idx, bool is_f32) {
   return is_f32 ? static_cast<const float*>(p)[idx] : bf16_bits_to_float(static_cast<const uint16_t*>(p)[idx]);
 }
@@ -137,10 +150,12 @@ __device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
 
 // out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as an A-fragment hi/lo pair,
 // Kd (and Qd) from their hi/lo tiles: three passes (lo·hi, hi·lo, hi·hi), Qd added exactly as
-// I·Qd_hi + I·Qd_lo; stored as bf16 in the record.
+// I·Qd_hi + I·Qd_lo; stored as bf16 in the record. row_sq (optional, [16]): the squared norms of
+// the result's rows over this warp's 32 columns, in float32.
 template <bool kAddQd, typename Smem>
 __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint32_t (&xl)[4], const Smem& sm,
-                                             int warp, int lane, uint16_t* out) {
+                                             int warp, int lane, uint16_t* out, float* row_sq = nullptr) {
+  float sq[2] = {0.0f, 0.0f};  // rows grp(lane) and grp(lane) + 8
   uint32_t ident[4];
   if constexpr (kAddQd) identity_a(ident, lane);
 #pragma unroll
@@ -167,6 +182,19 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
       ptx::mma_m16n8k16_bf16_f32(c, xh, bl);
       ptx::mma_m16n8k16_bf16_f32(c, xh, bh);
       frag::store_c_wide_bf16(out, c, nt, lane);
+      sq[0] = fmaf(c[0], c[0], fmaf(c[1], c[1], sq[0]));
+      sq[1] = fmaf(c[2], c[2], fmaf(c[3], c[3], sq[1]));
+    }
+  }
+  if (row_sq != nullptr) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // the quad of lanes holding a row's columns
+      sq[h] += __shfl_xor_sync(0xffffffffu, sq[h], 1);
+      sq[h] += __shfl_xor_sync(0xffffffffu, sq[h], 2);
+    }
+    if (ptx::Frag::qid(lane) == 0) {
+      row_sq[ptx::Frag::grp(lane)] = sq[0];
+      row_sq[ptx::Frag::grp(lane) + 8] = sq[1];
     }
   }
 }
@@ -293,6 +321,16 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       sm.G[i * kLd + tile_col<kSwz>(c)] = Gc;
     }
     reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
+    if (p.chunk_bounds != nullptr) {
+      // The bounded warm-up's chunk bound, first term (design.md §3.2): max over k of the chunk's
+      // summed log2-decay; +inf where nothing is bounded (a growing or NaN decay; b outside [0, 2],
+      // where I - b·k̂k̂ᵀ may expand).
+      // Floats as order-preserving integers: one warp max reduction (redux.sync).
+      int32_t key = Gc <= 0.0f ? float_order_key(Gc) : float_order_key(__int_as_float(0x7f800000));
+      if (c < 16 && !(sm.b[c] >= 0.0f && sm.b[c] <= 2.0f)) key = float_order_key(__int_as_float(0x7f800000));
+      key = __reduce_max_sync(0xffffffffu, key);
+      if (lane == 0) sm.bound[warp] = key;
+    }
   }
   __syncthreads();
 
@@ -337,6 +375,14 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
       }
       *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
+      if (p.chunk_bounds != nullptr) {  // squared row norm of Kr (the 16 lanes holding row r)
+        float sq = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sq = fmaf(kr[e], kr[e], sq);
+#pragma unroll
+        for (int off = 8; off >= 1; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+        if (vec == 0) sm.kr_sq[r] = sq;
+      }
     }
   }
   __syncthreads();
@@ -464,9 +510,33 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   {
     uint32_t th[4], tl[4];
     frag::load_a_f32_split(sm.Tb, kSld, false, lane, th, tl);
-    wide_product<false>(th, tl, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset));
+    wide_product<false>(th, tl, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
+                        p.chunk_bounds != nullptr ? sm.wd_sq[warp] : nullptr);
   }
   __syncthreads();
+
+  // ---- Bounded warm-up: the chunk's bound (design.md §3.2) ---------------------------------------
+  // The chunk maps a state S to S·A + B with A = Diag(Γ) − Wdᵀ·Kr, so what a warm-up drops shrinks
+  // by ‖A‖₂ <= max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖ per chunk (triangle inequality over the rank-one terms;
+  // the first term alone, spec §10's bound, ignores the delta rule moving state between key
+  // channels). Stored as log2, rounded up by 2^-10 relative.
+  if (p.chunk_bounds != nullptr && warp == 0) {  // lanes 0..15: row i; hardware sqrt, exp2, log2
+    const float g = float_from_order_key(max(max(sm.bound[0], sm.bound[1]), max(sm.bound[2], sm.bound[3])));
+    float mix = 0.0f;
+    if (lane < 16) {
+      const float wd = (sm.wd_sq[0][lane] + sm.wd_sq[1][lane]) + (sm.wd_sq[2][lane] + sm.wd_sq[3][lane]);
+      const float x = wd * sm.kr_sq[lane];  // ‖Wd_i‖²·‖Kr_i‖²
+      mix = x > 0.0f ? x * rsqrtf(x) : 0.0f;
+    }
+#pragma unroll
+    for (int off = 8; off >= 1; off >>= 1) mix += __shfl_xor_sync(0xffffffffu, mix, off);
+    if (lane == 0) {
+      float bound = __int_as_float(0x7f800000);  // +inf: nothing bounded
+      const float x = (exp2_fast(g) + mix) * (1.0f + 0x1p-10f);
+      if (g <= 0.0f && x <= 3.0e38f) bound = __log2f(x);  // NaN fails both tests
+      p.chunk_bounds[static_cast<int64_t>(hv) * p.seq.num_vchunks + blockIdx.x] = bound;
+    }
+  }
 
   // ---- Phase 7: Qp = Qd − P·Kd -------------------------------------------------------------------
   {

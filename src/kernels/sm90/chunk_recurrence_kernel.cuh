@@ -169,7 +169,9 @@ __device__ __forceinline__ void exchange_add(const unsigned char* slot, float (&
 
 }  // namespace recurrence_detail
 
-template <int kRowGroups, int kColSplit, bool kSplitState, int kCtasPerSm = 1>
+// kWarm: the passes of a bounded warm-up plan (method kWarmup), whose CTAs decide their work on
+// the device; the other plans use the kWarm = false instance (no decision, one loop).
+template <int kRowGroups, int kColSplit, bool kSplitState, int kCtasPerSm = 1, bool kWarm = false>
 __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>::kThreads, kCtasPerSm)
     chunk_recurrence_kernel(RecurrenceParams p) {
   using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
@@ -185,12 +187,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   ptx::launch_dependents();
-  const RecurrenceTask task = recurrence_task(p, blockIdx.x);
-  const int hv = task.hv;
-  const SequenceSpan& span = task.span;
-  const int c0 = task.c0, steps = task.c1 - task.c0;
-  const bool transition = task.transition, write_out = task.write_out;
-  const int row0 = task.slice * Layout::kRows;  // first value row of this CTA
+  RecurrenceTask task;
+  if constexpr (!kWarm) task = recurrence_task(p, blockIdx.x, false, nullptr);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
@@ -200,7 +198,61 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     }
     ptx::fence_barrier_init();
   }
-  __syncthreads();
+  // Bounded warm-up: the unit's layout depends on the gates (the preparation's chunk bounds), so
+  // these CTAs wait for the preparation before anything else; every CTA of the unit computes the
+  // same warm-up lengths (thread t: piece t) and the same decision. Slots below vsplit start from
+  // the caller's initial state at the first chunk in either layout (piece 0, or segment 0 / the one
+  // pass): their consumers load it before waiting (it is the caller's, not the preparation's).
+  __shared__ int32_t warm[kWarm ? kMaxContextSegments : 1];
+  float S[Layout::kTiles][4];
+  const bool preloaded = kWarm && p.pass == RecurrencePass::kFirst &&
+                         blockIdx.x < static_cast<int64_t>(p.units) * p.vsplit && warp < kWarps;
+  if (preloaded) {
+    const int64_t unit = blockIdx.x % p.units;
+    const int slice = static_cast<int>(blockIdx.x / p.units);
+    const void* init = p.initial_state == nullptr ? nullptr
+                                                  : static_cast<const unsigned char*>(p.initial_state) +
+                                                        unit * 128 * 128 * (p.initial_is_f32 ? 4 : 2);
+    recurrence_detail::load_state<Layout::kTiles>(S, init, p.initial_is_f32 != 0,
+                                                  slice * Layout::kRows + 16 * (warp / kColSplit),
+                                                  (warp % kColSplit) * Layout::kTiles, lane);
+  }
+  if constexpr (kWarm) {
+    bool fallback = false;
+    ptx::wait_primary();
+    const int64_t unit = blockIdx.x % p.units;
+    if (p.pass == RecurrencePass::kFirst) {
+      bool ok = true;
+      const int t = threadIdx.x;
+      if (t >= 1 && t < p.pieces) {
+        const SequenceSpan sp = sequence_span(p.seq, static_cast<int32_t>(unit / p.HV));
+        const int32_t nchunks = ceil_div(sp.len, 16);
+        const int32_t c0 = min(t * ceil_div(nchunks, p.pieces), nchunks);
+        int32_t w = 0;
+        if (p.forced_warmup > 0) {
+          w = min(p.forced_warmup, c0);
+        } else {
+          const float* bounds = p.chunk_bounds + static_cast<int64_t>(unit % p.HV) * p.seq.num_vchunks + sp.vbase;
+          ok = warmup_chunks<kWarmupCap>(bounds, c0, kWarmupLog2Bound, &w);
+        }
+        warm[t] = w;
+      }
+      fallback = __syncthreads_and(ok) == 0;
+      if (threadIdx.x == 0 && blockIdx.x < p.units) p.unit_fallback[unit] = fallback ? 1 : 0;
+    } else {
+      fallback = p.unit_fallback[unit] != 0;
+      __syncthreads();
+    }
+    task = recurrence_task(p, blockIdx.x, fallback, warm);
+  } else {
+    __syncthreads();
+  }
+  if (task.idle) return;  // (warm-up plans: after waiting for the previous kernel, as every CTA must)
+  const int hv = task.hv;
+  const SequenceSpan& span = task.span;
+  const int c_start = task.c_start, c_out = task.c_out, steps = task.c_end - task.c_start;
+  const bool transition = task.transition, write_out = task.write_out;
+  const int row0 = task.slice * Layout::kRows;  // first value row of this CTA
 
   const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
 
@@ -215,7 +267,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     static_assert(kValuePieces % 32 == 0, "whole warp steps");
     ptx::wait_primary();  // the records (and, in pass 2, the start states) come from the previous kernel
     for (int i = 0; i < steps; ++i) {
-      const int c = c0 + i;
+      const int c = c_start + i;
       const int s = i % Layout::kStages;
       const int use = i / Layout::kStages;
       const int L = min(16, span.len - c * 16);
@@ -245,8 +297,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   const int nt0 = cp * kTiles;      // first state n-tile of this warp
   // The caller's initial state may be read before the previous kernel completes (programmatic
   // dependent launch: it writes only records and segment states); a combined start state may not.
-  float S[kTiles][4];
-  if (p.pass != RecurrencePass::kSecond) {
+  if (preloaded) {
+    // S holds the caller's initial state (above): piece 0, segment 0 or the one pass.
+  } else if (p.pass != RecurrencePass::kSecond) {
     if (transition)
       identity_state<kTiles>(S, v0, nt0, lane);
     else
@@ -258,8 +311,10 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   }
   unsigned char* out_tile = smem + Layout::kOutOffset + rg * 512;
 
-  for (int i = 0; i < steps; ++i) {
-    const int c = c0 + i;
+  // One chunk step; out_step: whether it forms and writes the outputs (not for transitions and
+  // warm-up chunks). Two loops below, so that out_step is invariant in each.
+  auto step = [&](int i, bool out_step) {
+    const int c = c_start + i;
     const int s = i % Layout::kStages;
     const int L = min(16, span.len - c * 16);
     const unsigned char* stage = smem + s * Layout::kStageBytes;
@@ -277,7 +332,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       const int ks = cp * kSteps + kk;
       uint32_t bw[4], bq[4];
       load_b_nmajor(bw, stage + ChunkRecord::kWdOffset, ks, lane);
-      if (write_out) load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
+      if (out_step) load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
       const uint32_t bw0[2] = {bw[0], bw[1]}, bw1[2] = {bw[2], bw[3]};
       const uint32_t bq0[2] = {bq[0], bq[1]}, bq1[2] = {bq[2], bq[3]};
       uint32_t a_hi[4], a_lo[4];
@@ -285,7 +340,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
         ptx::c_pair_to_a_split(S[2 * kk], S[2 * kk + 1], a_hi, a_lo);
         ptx::mma_m16n8k16_bf16_f32(xl[0], a_lo, bw0);
         ptx::mma_m16n8k16_bf16_f32(xl[1], a_lo, bw1);
-        if (write_out) {
+        if (out_step) {
           ptx::mma_m16n8k16_bf16_f32(ol[0], a_lo, bq0);
           ptx::mma_m16n8k16_bf16_f32(ol[1], a_lo, bq1);
         }
@@ -294,7 +349,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       }
       ptx::mma_m16n8k16_bf16_f32(x[0], a_hi, bw0);
       ptx::mma_m16n8k16_bf16_f32(x[1], a_hi, bw1);
-      if (write_out) {
+      if (out_step) {
         ptx::mma_m16n8k16_bf16_f32(o[0], a_hi, bq0);
         ptx::mma_m16n8k16_bf16_f32(o[1], a_hi, bq1);
       }
@@ -334,7 +389,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
         if (q == cp) continue;
         const unsigned char* other = exchange + (rg * kColSplit + q) * 2048;
         exchange_add(other, x, 0, lane);
-        if (cp == 0 && write_out) exchange_add(other, o, 2, lane);
+        if (cp == 0 && out_step) exchange_add(other, o, 2, lane);
       }
     }
 
@@ -375,7 +430,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
     // Output (warp cp = 0 of each row group): Oᵀ = Vcᵀ·Pᵀ + Oinᵀ -> [token][v] tile
     // (stmatrix.trans) -> 16-byte stores of valid tokens.
-    if (cp == 0 && write_out) {
+    if (cp == 0 && out_step) {
       uint32_t ph[4], pl[4];
       load_b_small(ph, stage + ChunkRecord::kPHiOffset, lane);
       load_b_small(pl, stage + ChunkRecord::kPLoOffset, lane);
@@ -401,6 +456,13 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     // copies into the stage acquire this barrier first).
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(&empty[s]);
+  };
+  if constexpr (kWarm) {
+    const int warm_steps = c_out - c_start;  // warm-up chunks (no outputs)
+    for (int i = 0; i < warm_steps; ++i) step(i, false);
+    for (int i = warm_steps; i < steps; ++i) step(i, write_out);
+  } else {
+    for (int i = 0; i < steps; ++i) step(i, write_out);
   }
 
   if (task.fin != nullptr) store_state<kTiles>(S, task.fin, task.fin_f32, v0, nt0, lane);

@@ -5,6 +5,7 @@
 // of one unit and walks p sequentially, in float32 on CUDA cores (the products are exact to fp32
 // rounding, like the reference's state).
 //
+// With the bounded warm-up (plan.h), only units that fell back to the exact path are combined.
 // Grid: units x 16 CTAs (8 rows each). Block: 512 threads; thread (column j = t % 128, quarter
 // q = t / 128) sums k in [32q, 32q + 32) for its 8 rows; the quarters meet in shared memory. The
 // next transition's 32 values per thread are loaded before the current step's sums (they do not
@@ -30,6 +31,7 @@ __global__ void __launch_bounds__(kCombineThreads) context_combine_kernel(Combin
   const int P = p.segments;
   const int64_t unit = blockIdx.x / (128 / kCombineRows);
   const int r0 = (blockIdx.x % (128 / kCombineRows)) * kCombineRows;
+  if (p.unit_fallback != nullptr && p.unit_fallback[unit] == 0) return;  // bounded warm-up held: no combine
   const int j = threadIdx.x & 127, q = threadIdx.x >> 7;
   float* states = p.cp_states + unit * (P - 1) * kElems;
   const float* transitions = p.cp_transitions + unit * (P - 2) * kElems;

@@ -5,6 +5,20 @@
 
 namespace kda::sm90 {
 
+// How sequences are split for parallelism (src/launch/plan.h).
+enum class SplitMethod : int32_t {
+  kNone = 0,    // whole sequences in one pass
+  kExact = 1,   // exact combine
+  kWarmup = 2,  // bounded warm-up, exact fallback per unit
+};
+// Most segments or warm-up pieces per sequence (KDA_MAX_CONTEXT_SPLIT).
+inline constexpr int kMaxContextSegments = 64;
+// Longest warm-up a piece may take before its unit falls back to the exact path (chunks).
+inline constexpr int kWarmupCap = 4;
+// The decay bound a warm-up must reach: log2 of the relative contribution of the true start state
+// that may be dropped (spec §10: 2^-24).
+inline constexpr float kWarmupLog2Bound = -24.0f;
+
 // Where the sequences are: fixed-length rows of a [B, T] batch, or packed by cu_seqlens.
 struct SequenceLayout {
   const void* cu_seqlens;  // nullptr: N = B sequences of T tokens
@@ -34,6 +48,10 @@ struct PrepParams {
   int32_t beta_sigmoid, qk_l2norm, allow_neg_eigval;
   float scale, lower_bound;
   uint8_t* records;  // [HV][num_vchunks] ChunkRecord
+  // [HV][num_vchunks] or nullptr: per chunk, the largest over key channels of the chunk's summed
+  // log2-decay (the bounded warm-up's decay bound, spec §10); +inf where the bound does not hold
+  // (a positive or NaN decay, b outside [0, 2]).
+  float* chunk_bounds;
 };
 
 // Which pass of the recurrence a launch runs (src/launch/plan.h).
@@ -53,11 +71,19 @@ struct RecurrenceParams {
   int32_t initial_is_f32, final_is_f32;
   int32_t HV, vsplit;
   const uint8_t* records;
-  // Context parallelism (pass kFirst / kSecond; segments = P >= 2):
+  // Sequence parallelism (src/launch/plan.h). CTAs are ordered slot-major: block = slot·units +
+  // unit, unit = sequence·HV + value head.
+  SplitMethod method;
   RecurrencePass pass;
-  int32_t segments;
+  int32_t units;
+  int32_t segments;       // exact combine (or the warm-up's fallback): P
   float* cp_states;       // [N*HV][P-1][128][128]: E0, Lp; after the combine, the start states
   float* cp_transitions;  // [N*HV][P-2][128][128]: Mp
+  // Bounded warm-up (method kWarmup, pass kFirst; the fallback flags also in pass kSecond):
+  int32_t pieces;
+  int32_t forced_warmup;      // > 0: every piece warms up exactly this many chunks (testing)
+  const float* chunk_bounds;  // PrepParams::chunk_bounds
+  int32_t* unit_fallback;     // [N*HV]: 1 when the unit runs the exact path (pass 1 writes it)
 };
 
 // The combine of the context-parallel path: S(p+1) = Sp·Mp + Lp for p = 1..P-2, in place.
@@ -65,6 +91,7 @@ struct CombineParams {
   float* cp_states;
   const float* cp_transitions;
   int32_t segments;
+  const int32_t* unit_fallback;  // bounded warm-up: skip units that did not fall back (else nullptr)
 };
 
 }  // namespace kda::sm90

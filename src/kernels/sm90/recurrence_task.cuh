@@ -1,16 +1,23 @@
 // What one CTA of chunk_recurrence_kernel does: which (sequence, value head, row slice), which range
-// of the sequence's chunks, from which state to which, and whether it writes outputs. Decoded from
-// the block index for the three passes of src/launch/plan.h:
+// of the sequence's chunks, from which state to which, and whether it writes outputs. CTAs are
+// ordered slot-major (block = slot·units + unit) so that, whatever the unit's layout, the CTAs that
+// have work come first. Per unit and pass (src/launch/plan.h):
 //
-//   kWhole   per unit (sequence x value head) vsplit CTAs: slice j, all chunks, initial -> final.
-//   kFirst   per unit vsplit x (2P - 3) CTAs: j < vsplit: segment 0, slice j, initial -> E0 (states
-//            slot 0), outputs written; then per middle segment p = 1..P-2, 2 x vsplit CTAs: slices
-//            of its end state from zero (-> states slot p) and slices of its transition from the
-//            identity with zero values (-> transitions slot p-1), no outputs.
-//   kSecond  per unit vsplit x (P - 1) CTAs: segment 1 + j / vsplit from states slot seg - 1 (the
-//            combined start state), outputs written; the last segment writes the final state.
-// Segment s covers chunks [s·per, min((s+1)·per, C)) with per = ceil(C / P), C = the sequence's
-// chunks (possibly empty: a short sequence just passes its state through).
+//   one pass      vsplit slots: slice j, all chunks, initial -> final.
+//   exact, pass 1 vsplit x (2P - 3) slots: j < vsplit: segment 0, slice j, initial -> E0 (states
+//                 slot 0), outputs written; then per middle segment p = 1..P-2, 2 x vsplit slots:
+//                 slices of its end state from zero (-> states slot p) and slices of its transition
+//                 from the identity with zero values (-> transitions slot p-1), no outputs.
+//   exact, pass 2 vsplit x (P - 1) slots: segment 1 + j / vsplit from states slot seg - 1 (the
+//                 combined start state), outputs written; the last segment writes the final state.
+//   warm-up       pass 1: a unit whose bound holds (no fallback) runs vsplit x pieces slots: piece
+//                 j / vsplit walks chunks [c0 - w, c1) from a zero state (from the initial state
+//                 when c0 - w = 0), writing outputs from c0 on; the piece holding the last chunk
+//                 writes the final state. A unit that falls back runs the exact pass 1 (or, with one
+//                 segment, the one pass); pass 2 and the combine skip units that did not fall back.
+//                 Slots a unit does not use are idle (the CTA exits).
+// Segment (or piece) s covers chunks [s·per, min((s+1)·per, C)) with per = ceil(C / P), C = the
+// sequence's chunks (possibly empty: a short sequence just passes its state through).
 #pragma once
 
 #include <cstdint>
@@ -21,9 +28,10 @@
 namespace kda::sm90 {
 
 struct RecurrenceTask {
+  bool idle;              // nothing to do for this CTA
   int32_t seq, hv, slice;
   SequenceSpan span;
-  int32_t c0, c1;         // chunk range [c0, c1) of the sequence
+  int32_t c_start, c_out, c_end;  // walks chunks [c_start, c_end), writes outputs of [c_out, c_end)
   bool transition;        // rows of a transition: identity start, zero values, no outputs
   bool write_out;
   const void* init;       // start state [128][128] (nullptr: zeros, or the identity for a transition)
@@ -32,19 +40,43 @@ struct RecurrenceTask {
   bool fin_f32;
 };
 
-__device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams& p, int64_t block) {
+__device__ __forceinline__ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+// Chunks of warm-up a piece starting at chunk c0 must take: the smallest w whose chunks' bounds
+// (c0 - 1, c0 - 2, ...) sum to <= log2_bound, or w = c0 (back to the start: exact), at most kCap.
+// Returns false when neither happens within the cap (the unit falls back to the exact path). The
+// kCap bounds are loaded at once (one memory round trip) and summed in a fixed order, so every CTA
+// of the unit computes the same w.
+template <int kCap>
+__device__ __forceinline__ bool warmup_chunks(const float* bounds, int32_t c0, float log2_bound, int32_t* w_out) {
+  float b[kCap];
+#pragma unroll
+  for (int i = 0; i < kCap; ++i) b[i] = i < c0 ? bounds[c0 - 1 - i] : 0.0f;
+  float s = 0.0f;
+  int32_t w = 0;
+#pragma unroll
+  for (int i = 0; i < kCap; ++i) {
+    if (w < c0 && !(s <= log2_bound)) {
+      s += b[i];
+      ++w;
+    }
+  }
+  *w_out = w;
+  return s <= log2_bound || w == c0;
+}
+
+// `fallback`: the unit runs the exact path (warm-up plans); `warm`: per piece, its warm-up chunks.
+__device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams& p, int64_t block, bool fallback,
+                                                          const int32_t* warm) {
   constexpr int64_t kStateElems = 128 * 128;
-  const int P = p.segments;
-  const int64_t slots = p.pass == RecurrencePass::kWhole   ? p.vsplit
-                        : p.pass == RecurrencePass::kFirst ? static_cast<int64_t>(p.vsplit) * (2 * P - 3)
-                                                           : static_cast<int64_t>(p.vsplit) * (P - 1);
-  const int64_t unit = block / slots;
-  const int j = static_cast<int>(block % slots);
+  const int64_t unit = block % p.units;
+  const int j = static_cast<int>(block / p.units);
   RecurrenceTask t;
+  t.idle = false;
   t.hv = static_cast<int32_t>(unit % p.HV);
   t.seq = static_cast<int32_t>(unit / p.HV);
   t.span = sequence_span(p.seq, t.seq);
-  const int32_t nchunks = (t.span.len + 15) / 16;
+  const int32_t nchunks = ceil_div(t.span.len, 16);
   const int64_t state_off = unit * kStateElems;  // [N, HV, 128, 128]
   const void* user_init =
       p.initial_state == nullptr
@@ -53,19 +85,54 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   void* user_fin = p.final_state == nullptr
                        ? nullptr
                        : static_cast<unsigned char*>(p.final_state) + state_off * (p.final_is_f32 ? 4 : 2);
-  float* states = p.cp_states + unit * (P - 1) * kStateElems;
+  const int P = p.segments;
+  float* states = p.cp_states + unit * (P > 1 ? P - 1 : 0) * kStateElems;
   float* transitions = p.cp_transitions + unit * (P > 2 ? P - 2 : 0) * kStateElems;
 
-  int segment = 0;
   t.transition = false;
   t.write_out = true;
   t.init = user_init;
   t.init_f32 = p.initial_is_f32 != 0;
   t.fin = user_fin;
   t.fin_f32 = p.final_is_f32 != 0;
-  if (p.pass == RecurrencePass::kWhole) {
+  t.c_start = t.c_out = 0;
+  t.c_end = nchunks;
+
+  // Which layout this unit uses in this pass.
+  RecurrencePass pass = p.pass;
+  if (p.method == SplitMethod::kWarmup) {
+    if (pass == RecurrencePass::kFirst && !fallback) {
+      // Warm-up pieces.
+      t.idle = j >= p.vsplit * p.pieces;
+      const int piece = j / p.vsplit;
+      t.slice = j % p.vsplit;
+      const int32_t per = ceil_div(nchunks, p.pieces);
+      const int32_t c0 = min(piece * per, nchunks);
+      t.c_end = min(c0 + per, nchunks);
+      const int32_t w = piece == 0 ? 0 : warm[piece];
+      t.c_start = c0 - w;
+      t.c_out = c0;
+      if (t.c_start > 0) t.init = nullptr;  // zero start; at chunk 0 the true initial state (exact)
+      // The piece holding the last chunk writes the final state (piece 0 for an empty sequence).
+      if (!(t.c_end == nchunks && (c0 < nchunks || piece == 0))) t.fin = nullptr;
+      if (c0 >= nchunks && piece != 0) t.idle = true;  // empty piece
+      return t;
+    }
+    if (!fallback) {  // pass 2 of a unit that did not fall back
+      t.idle = true;
+      return t;
+    }
+    if (P == 1) pass = RecurrencePass::kWhole;  // the fallback is the one pass
+  }
+
+  if (pass == RecurrencePass::kWhole) {
+    t.idle = j >= p.vsplit;
     t.slice = j;
-  } else if (p.pass == RecurrencePass::kFirst) {
+    return t;
+  }
+  int segment = 0;
+  if (pass == RecurrencePass::kFirst) {
+    t.idle = j >= p.vsplit * (2 * P - 3);
     t.fin_f32 = true;
     if (j < p.vsplit) {
       t.slice = j;
@@ -82,20 +149,16 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
                            : static_cast<void*>(states + segment * kStateElems);
     }
   } else {
+    t.idle = j >= p.vsplit * (P - 1);
     segment = 1 + j / p.vsplit;
     t.slice = j % p.vsplit;
     t.init = states + (segment - 1) * kStateElems;
     t.init_f32 = true;
     if (segment != P - 1) t.fin = nullptr;
   }
-  if (p.pass == RecurrencePass::kWhole) {
-    t.c0 = 0;
-    t.c1 = nchunks;
-  } else {
-    const int32_t per = (nchunks + P - 1) / P;
-    t.c0 = min(segment * per, nchunks);
-    t.c1 = min(t.c0 + per, nchunks);
-  }
+  const int32_t per = ceil_div(nchunks, P);
+  t.c_start = t.c_out = min(segment * per, nchunks);
+  t.c_end = min(t.c_start + per, nchunks);
   return t;
 }
 
