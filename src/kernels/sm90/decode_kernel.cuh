@@ -26,10 +26,12 @@
 #include "src/kernels/sm90/decode_common.cuh"
 #include "src/ptx/grid_dependency.cuh"
 
-// Minimum resident CTAs per SM the register allocation must allow (__launch_bounds__): 1 leaves
-// ptxas free (90-166 registers, no spills); 2 caps the 256-thread kernels at 128 registers.
+// Minimum resident CTAs per SM the register allocation must allow (__launch_bounds__): 2 caps the
+// 256-thread configurations at 128 registers (2 CTAs per SM; configuration 3 then spills a few
+// words; left free they take 133-191 registers and 1 CTA per SM); the 128-thread configuration 1
+// stays unconstrained (105-139 registers).
 #ifndef FLASH_KDA_DECODE_MIN_BLOCKS
-#define FLASH_KDA_DECODE_MIN_BLOCKS 1
+#define FLASH_KDA_DECODE_MIN_BLOCKS 2
 #endif
 
 namespace kda::sm90 {
