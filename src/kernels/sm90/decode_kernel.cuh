@@ -26,10 +26,9 @@
 #include "src/kernels/sm90/decode_common.cuh"
 #include "src/ptx/grid_dependency.cuh"
 
-// Minimum resident CTAs per SM the register allocation must allow (__launch_bounds__): 2 caps the
-// 256-thread configurations at 128 registers (2 CTAs per SM; configuration 3 then spills a few
-// words; left free they take 133-191 registers and 1 CTA per SM); the 128-thread configuration 1
-// stays unconstrained (105-139 registers).
+// Minimum resident CTAs per SM the register allocation must allow (__launch_bounds__): 2 keeps the
+// 256-thread configurations within 128 registers (106-128, no spills: 2 CTAs per SM); the
+// 128-thread configuration 1 is not constrained by it (96-128 registers).
 #ifndef FLASH_KDA_DECODE_MIN_BLOCKS
 #define FLASH_KDA_DECODE_MIN_BLOCKS 2
 #endif
@@ -68,8 +67,9 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_MIN_BLOCKS)
   ptx::wait_primary();  // everything below may read what the previous kernel wrote
   const SequenceSpan span = sequence_span(p.seq, n);
   const int64_t start = slot_at(p, n, read_column(p, n));
-  // The first block's raw token inputs, loaded before anything waits on the slot index.
-  const bool early = warp < min(span.len, p.tok_cap);
+  // The first block's raw token inputs, loaded before anything waits on the slot index (the small,
+  // latency-bound grids: 16-lane rows; elsewhere it costs more registers than it saves).
+  const bool early = kLanes == 16 && warp < min(span.len, p.tok_cap);
   TokenRaw first{};
   if (early) first = load_token<kGate>(p, span, warp, hv, lane);
   const int64_t out_base = span.batch * p.out_st.b + static_cast<int64_t>(span.t0) * p.out_st.t + hv * p.out_st.h;
