@@ -203,9 +203,9 @@ const char* kda_build_architectures(void);
  * cannot be used under CUDA-graph capture, and returns KDA_ERROR_INVALID_ARGUMENT naming the first
  * bad entry. Without it, bad contents never cause an out-of-bounds access.
  *
- * kda_decode needs no workspace, allocates nothing, does not synchronise (unless check_indices) and
- * can be captured in a CUDA graph: one kernel launch. Results are deterministic and do not depend on
- * kernel_config.
+ * kda_decode needs no workspace, allocates nothing, does not synchronise and can be captured in a
+ * CUDA graph: one kernel launch (check_indices adds a stream-ordered scratch allocation of 4 bytes
+ * per slot and a synchronisation). Results are deterministic and do not depend on kernel_config.
  */
 
 /* Kernel configurations kda_decode_params.kernel_config can force (1..KDA_DECODE_NUM_KERNEL_CONFIGS). */
