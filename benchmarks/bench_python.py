@@ -14,6 +14,15 @@ CUDA events around each eager call, median of --iters calls after --warmup calls
 FlashKDA (upstream) times come from cases.json (same GPU model). Prints a markdown table; --json and
 --md write the results (the .md is the BENCHMARK_H200.md body: date, commit, command, table).
 
+Group `decode` (benchmarks/bench_decode.cu has the same cases): one token per sequence over an fp32
+state pool ([N] slot indices, in place), a bf16-pool twin of each, and verify steps of 4 tokens
+([N, 4] indices with num_accepted_tokens). Ours: flash_kda.decode(..., out=...) as users call it;
+FLA: fla.ops.kda.fused_recurrent.fused_recurrent_kda_fwd with ssm_state_indices and
+inplace_final_state=True (what serving stacks call), measured in this run whenever FLA imports.
+Both: eager (CUDA events around the Python call) and graph (--graph-calls calls per CUDA graph,
+replay time / calls); the pool holds several slot sets rotated call by call when one call's states
+would fit in L2.
+
   python benchmarks/bench_python.py [--cases cases.json] [--fla-cases prefill|all|none|NAME ...]
                                     [--fla-dir DIR] [--only NAME ...] [--json out.json] [--md out.md]
 JSON: {"meta": {...}, "cases": [{name, group, ours_ms, ours_ws_ms, graph_ms, fla_ms_measured, ...}]}
@@ -26,7 +35,7 @@ import os
 import sys
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GROUPS = ("prefill", "prefill_small_heads")
+GROUPS = ("prefill", "prefill_small_heads", "decode")
 
 
 def parse_args():
@@ -69,6 +78,101 @@ def import_fla(fla_dir):
     except Exception as exc:  # noqa: BLE001
         print(f"# FLA not available ({type(exc).__name__}: {exc}); FLA columns use the cases.json anchors")
         return None, None
+
+
+def import_fla_decode():
+    """FLA's fused_recurrent_kda_fwd (the function serving stacks call), or None."""
+    try:
+        from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+        return fused_recurrent_kda_fwd
+    except Exception as exc:  # noqa: BLE001
+        print(f"# FLA fused_recurrent_kda not available ({type(exc).__name__}: {exc})")
+        return None
+
+
+def decode_cases(cases):
+    """The decode group of cases.json, a bf16-pool twin of each, verify steps of 4 tokens and the
+    decode case each verify case is compared with per token (as benchmarks/bench_decode.cu)."""
+    out = [dict(c, T=1, pool="f32") for c in cases.get("decode", [])]
+    out += [dict(c, name=c["name"] + "_bf16", T=1, pool="bf16", fla_us=None, fla_graph_us=None)
+            for c in cases.get("decode", [])]
+    out += [dict(name=f"verify4_B{B}_H{H}", B=B, H=H, T=4, pool="f32") for B in (32, 256) for H in (8, 32)]
+    out.append(dict(name="decode_B32_H32", B=32, H=32, T=1, pool="f32"))
+    return out
+
+
+def run_decode_case(torch, flash_kda, fla_fwd, case, args):
+    dev, bf = "cuda", torch.bfloat16
+    B, H, T = case["B"], case["H"], case["T"]
+    cols, K = T, 128
+    pool_dtype = torch.float32 if case["pool"] == "f32" else bf
+    state_bytes = B * H * K * K * (4 if case["pool"] == "f32" else 2) * cols
+    sets = min(8, max(1, (256 << 20) // state_bytes + 1))
+    slots = B * cols * sets
+    d = {n: torch.randn(B, T, H, K, dtype=bf, device=dev) for n in ("q", "k", "v", "g")}
+    beta = torch.randn(B, T, H, dtype=bf, device=dev)
+    A_log = torch.rand(H, dtype=torch.float32, device=dev)
+    dt_bias = torch.rand(H, K, dtype=torch.float32, device=dev)
+    pool = torch.randn(slots, H, K, K, device=dev).to(pool_dtype)
+    pool_fla = pool.clone()
+    perm = torch.randperm(slots, device=dev).to(torch.int32)
+    idx = [perm[s * B * cols:(s + 1) * B * cols].view(B, cols) if T > 1 else perm[s * B:(s + 1) * B]
+           for s in range(sets)]
+    acc = torch.full((B,), T, dtype=torch.int32, device=dev) if T > 1 else None
+    out, out_fla = torch.empty_like(d["v"]), torch.empty_like(d["v"])
+    scale = 1.0 / math.sqrt(K)
+    counter = [0]
+
+    def ours():
+        i = counter[0] = counter[0] + 1
+        flash_kda.decode(d["q"], d["k"], d["v"], d["g"], beta, pool, idx[i % sets], out=out, scale=scale,
+                         A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0, num_accepted_tokens=acc)
+
+    def fla():
+        i = counter[0] = counter[0] + 1
+        fla_fwd(q=d["q"], k=d["k"], v=d["v"], g=d["g"], beta=beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                initial_state=pool_fla, inplace_final_state=True, state_v_first=True,
+                ssm_state_indices=idx[i % sets], num_accepted_tokens=acc, use_qk_l2norm_in_kernel=True,
+                use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, lower_bound=-5.0, out=out_fla)
+
+    floor_us = state_bytes / cols * (2 if T == 1 else 1 + T) / 4.27e12 * 1e6
+    r = {"group": "decode", "name": case["name"], "B": B, "H": H, "T": T, "pool": case["pool"], "input_sets": sets,
+         "floor_us": floor_us, "fla_anchor_us": case.get("fla_us"), "fla_anchor_graph_us": case.get("fla_graph_us")}
+    r["ours_us"] = time_eager(torch, ours, args.warmup, args.iters) * 1e3
+    r["ours_graph_us"] = time_graph(torch, ours, args.graph_calls) * 1e3 if args.graph_calls > 0 else None
+    r["fla_us"] = r["fla_graph_us"] = r["fla_rel_diff_out"] = None
+    if fla_fwd is not None:
+        try:
+            r["fla_us"] = time_eager(torch, fla, args.warmup, args.iters) * 1e3
+            r["fla_graph_us"] = time_graph(torch, fla, args.graph_calls) * 1e3 if args.graph_calls > 0 else None
+            pool_fla.copy_(pool)  # the same states, the same call: outputs and states compared
+            counter[0] = 0
+            ours()
+            counter[0] = 0
+            fla()
+            torch.cuda.synchronize()
+            r["fla_rel_diff_out"] = rel_l2(out, out_fla)
+            r["fla_rel_diff_pool"] = rel_l2(pool, pool_fla)
+        except Exception as exc:  # noqa: BLE001  (FLA failing must not lose our numbers)
+            r["fla_error"] = f"{type(exc).__name__}: {exc}"
+            print(f"# FLA failed on {case['name']}: {r['fla_error']}")
+    return r
+
+
+def decode_markdown(rows):
+    cols = ["case", "pool", "tokens", "floor µs", "ours µs", "ours graph µs", "FLA µs", "FLA graph µs",
+            "vs FLA (graph)", "out diff vs FLA", "state diff vs FLA"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        def f(x, d=2):
+            return "—" if x is None else f"{x:.{d}f}"
+        ratio = (f"{r['fla_graph_us'] / r['ours_graph_us']:.2f}x" if r.get("fla_graph_us") and r.get("ours_graph_us")
+                 else "—")
+        dd = [r.get("fla_rel_diff_out"), r.get("fla_rel_diff_pool")]
+        lines.append("| " + " | ".join([r["name"], r["pool"], str(r["T"]), f(r["floor_us"]), f(r["ours_us"], 1),
+                                         f(r["ours_graph_us"]), f(r["fla_us"], 1), f(r["fla_graph_us"]), ratio] +
+                                        ["—" if x is None else f"{x:.1e}" for x in dd]) + " |")
+    return "\n".join(lines)
 
 
 def make_inputs(torch, case, K=128):
@@ -216,8 +320,25 @@ def main():
             "protocol": f"median of {args.iters} eager calls after {args.warmup} warm-up, CUDA events"}
     print(f"# {meta['date']}  commit {info.get('commit')}  {meta['gpu']}  torch {meta['torch']}  FLA {fla_version}")
     results, failed = [], []
+    fla_decode = import_fla_decode() if "decode" in args.groups.split(",") and fla_names != {"none"} else None
     with torch.inference_mode():
         for group in [g for g in args.groups.split(",") if g]:
+            if group == "decode":
+                for case in decode_cases(cases):
+                    if only and case["name"] not in only:
+                        continue
+                    try:
+                        r = run_decode_case(torch, flash_kda, fla_decode, case, args)
+                    except Exception as exc:  # noqa: BLE001
+                        failed.append({"group": group, "name": case["name"], "error": f"{type(exc).__name__}: {exc}"})
+                        print(f"{group:20s} {case['name']:22s} FAILED {failed[-1]['error']}", flush=True)
+                        continue
+                    print(f"{group:20s} {r['name']:22s} ours {r['ours_us']:.1f} us  "
+                          f"graph {fmt(r['ours_graph_us'], 2)}  FLA {fmt(r['fla_us'], 1)}  "
+                          f"graph {fmt(r['fla_graph_us'], 2)}", flush=True)
+                    results.append(r)
+                    torch.cuda.empty_cache()
+                continue
             for case in cases.get(group, []):
                 if only and case["name"] not in only:
                     continue
@@ -233,7 +354,10 @@ def main():
                       f"graph {fmt(r['graph_ms'])}  FLA {fmt(r['fla_ms'])}", flush=True)
                 results.append(r)
                 torch.cuda.empty_cache()
-    table = markdown(results)
+    table = markdown([r for r in results if r["group"] != "decode"])
+    decode_rows = [r for r in results if r["group"] == "decode"]
+    if decode_rows:
+        table += "\n\nDecode (µs):\n\n" + decode_markdown(decode_rows)
     print("\n" + table + "\n\n* FLA anchor from cases.json (not measured in this run)")
     for f_ in failed:
         print(f"FAILED {f_['group']}/{f_['name']}: {f_['error']}")

@@ -11,3 +11,13 @@ set(FLASH_KDA_SOURCES
   reference/chunked_f32.cpp
   reference/common.cpp
 )
+# Decode and speculative verify over an indexed state pool (kda_decode): entry points and
+# validation, the launcher and its plan, the float64 CPU path.
+list(APPEND FLASH_KDA_SOURCES
+  src/api/api_decode.cpp
+  src/api/validate_decode.cpp
+  src/api/decode_check.cpp
+  src/launch/decode_sm90.cu
+  src/launch/decode_plan.cpp
+  reference/decode_f64.cpp
+)

@@ -205,6 +205,30 @@ void load_token(const Problem& pr, const HeadParams<R>& hp, int64_t token, int64
   x->b = b;
 }
 
+// One token of the recurrence (docs/design.md §1) on a state S [V, K] (row-major, K contiguous), in
+// precision R: S <- S Diag(exp(a)); S <- S + b (v - S k̂) k̂ᵀ; o = scale S q̂ (o: V values).
+// Shared by the forward recurrence (recurrence_f64.cpp) and the decode path (decode_f64.cpp).
+template <class R>
+void recurrence_token(const TokenInputs<R>& x, R scale, int64_t V, int64_t K, R* S, R* o) {
+  R decay[kHeadDim];
+  for (int64_t k = 0; k < K; ++k) decay[k] = std::exp(x.a[k]);
+  for (int64_t v = 0; v < V; ++v) {
+    R* s = &S[v * K];
+    R sk = R(0);
+    for (int64_t k = 0; k < K; ++k) {
+      s[k] *= decay[k];
+      sk += s[k] * x.k[k];
+    }
+    const R u = x.b * (x.v[v] - sk);
+    R sq = R(0);
+    for (int64_t k = 0; k < K; ++k) {
+      s[k] += u * x.k[k];
+      sq += s[k] * x.q[k];
+    }
+    o[v] = scale * sq;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Test hooks: the same computations as the public entry points, also writing the unrounded
 // results. out_exact is [B*T, HV, V] contiguous (rows outside every sequence are not written),

@@ -23,26 +23,11 @@ void run_seq_head(const Problem& pr, int64_t n, int64_t hv, double* out_exact, d
   std::vector<double> S(V * K);
   load_state(pr, p.initial_state, n, hv, S.data());
   TokenInputs<double> x;
-  double decay[kHeadDim], o[kHeadDim];
+  double o[kHeadDim];
 
   for (int64_t t = range.bos; t < range.eos; ++t) {
     load_token(pr, hp, t, hv, &x);
-    for (int64_t k = 0; k < K; ++k) decay[k] = std::exp(x.a[k]);
-    for (int64_t v = 0; v < V; ++v) {
-      double* s = &S[v * K];
-      double sk = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        s[k] *= decay[k];
-        sk += s[k] * x.k[k];
-      }
-      const double u = x.b * (x.v[v] - sk);
-      double sq = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        s[k] += u * x.k[k];
-        sq += s[k] * x.q[k];
-      }
-      o[v] = scale * sq;
-    }
+    recurrence_token(x, scale, V, K, S.data(), o);
     store_out_row(p.out, t, hv, pr.T, V, o);
     if (out_exact != nullptr) {
       double* dst = out_exact + (t * pr.HV + hv) * V;

@@ -4,6 +4,8 @@
 #   tests      host tests, GPU tests (golden cases, options matrix, safety, PTX layer), the demo
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
+#   decode     C++ decode benchmark (decode group of cases.json, bf16-pool twins, verify T = 4; every
+#              kernel configuration of kda_decode, eager and graph) -> bench_decode.json
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
 #              details page and per-instruction SASS counters (source page, CSV) in the logs
@@ -11,8 +13,9 @@
 #              (SWEEP_SPLITS; 0 = the automatic plan) with context_method SWEEP_METHOD (0 automatic,
 #              1 exact, 2 warm-up; default 0): calibrates src/launch/plan.cpp
 #   python     pip install of the flash_kda package, pytest (FLA comparison when FLA is present)
-#   pybench    Python benchmark: this package and FLA's Triton kernels in one run (FLA_CASES)
-# Usage: scripts/gpu_verify.sh [stage ...]     (default: build tests sanitizer bench python pybench)
+#   pybench    Python benchmark: this package and FLA's Triton kernels in one run (FLA_CASES; the decode
+#              group against FLA's fused_recurrent_kda whenever FLA imports)
+# Usage: scripts/gpu_verify.sh [stage ...]  (default: build tests sanitizer bench decode python pybench)
 # Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
 #   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
 #   FLASH_KDA_DATA (golden/, cases.json, fla/; default .gpu_data, made by scripts/prepare_gpu_data.sh),
@@ -30,7 +33,7 @@ DATA=${FLASH_KDA_DATA:-$ROOT/.gpu_data}
 export FLASH_KDA_GOLDEN_DIR=${FLASH_KDA_GOLDEN_DIR:-$DATA/golden}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer bench python pybench)
+[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer bench decode python pybench)
 summary=()
 failed=0
 
@@ -41,7 +44,8 @@ record() {  # record NAME STATUS DETAIL
 }
 
 stage_build() {
-  if [ -x "$BUILD/tests/gpu/test_gpu" ] && [ -x "$BUILD/benchmarks/flash_kda_bench" ]; then
+  if [ -x "$BUILD/tests/gpu/test_gpu" ] && [ -x "$BUILD/benchmarks/flash_kda_bench" ] &&
+    [ -x "$BUILD/benchmarks/flash_kda_bench_decode" ]; then
     record build 0 "using the carried build in $BUILD"
     return
   fi
@@ -77,6 +81,7 @@ stage_sanitizer() {
   local golden='Golden/GoldenGpu.*/basic:Golden/GoldenGpu.*/varlen_edges:Golden/GoldenGpu.*/gva:Golden/GoldenGpu.*/softplus_gate:Ptx.*'
   local all="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:GpuContext.VarlenInt32AndInt64Agree"
   all="$all:GpuWarmup.EveryPieceCount:GpuWarmup.MixedFallbackIsExactAndDeterministic:GpuWarmup.IgnoringTheBoundFailsOnLongMemory"
+  all="$all:GpuDecode.*"  # every decode test: both kernels, every configuration, the content check
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$golden
@@ -89,6 +94,9 @@ stage_sanitizer() {
   timeout 600 compute-sanitizer --tool racecheck "$BUILD/tests/gpu/test_gpu" --gtest_filter=GpuOptions.EveryValueRowSplit \
     >"$LOG/sanitizer_racecheck_ring.log" 2>&1
   echo "racecheck (information, stage-ring reuse): $(grep -E 'RACECHECK SUMMARY' "$LOG/sanitizer_racecheck_ring.log" | tail -1)"
+  timeout 600 compute-sanitizer --tool racecheck "$BUILD/tests/gpu/test_gpu" \
+    --gtest_filter=GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic >"$LOG/sanitizer_racecheck_decode.log" 2>&1
+  echo "racecheck (information, decode kernels): $(grep -E 'RACECHECK SUMMARY' "$LOG/sanitizer_racecheck_decode.log" | tail -1)"
   record sanitizer $rc "logs: sanitizer_*.log"
 }
 
@@ -107,6 +115,23 @@ stage_bench() {
     cat "$LOG/bench_$(basename "$v").log"
   done
   record bench $rc "logs: bench.log, bench.json"
+}
+
+stage_decode() {
+  timeout 900 "$BUILD/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" --json "$LOG/bench_decode.json" \
+    ${DECODE_ARGS:-} >"$LOG/bench_decode.log" 2>&1
+  local rc=$?
+  cat "$LOG/bench_decode.log"
+  # Variant builds (VARIANT_BUILDS, e.g. -DCMAKE_CUDA_FLAGS=-DFLASH_KDA_DECODE_BULK_MIN_BLOCKS=5), same call.
+  local v
+  for v in ${VARIANT_BUILDS:-}; do
+    [ -x "$v/benchmarks/flash_kda_bench_decode" ] || continue
+    timeout 600 "$v/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
+      --json "$LOG/bench_decode_$(basename "$v").json" ${DECODE_ARGS:-} >"$LOG/bench_decode_$(basename "$v").log" 2>&1
+    echo "--- variant $v"
+    cat "$LOG/bench_decode_$(basename "$v").log"
+  done
+  record decode $rc "logs: bench_decode*.log, bench_decode*.json"
 }
 
 stage_profile() {
@@ -181,6 +206,6 @@ done
 note "summary"
 printf '%s\n' "${summary[@]}" | tee "$LOG/summary.txt"
 cp "$LOG/summary.txt" "$OUT/"
-for f in bench.json bench_python.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
+for f in bench.json bench_decode.json bench_python.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
 tar -czf "$OUT/logs.tar.gz" -C "$LOG" .
 exit $failed

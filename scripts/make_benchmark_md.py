@@ -9,8 +9,13 @@ Optionally --baseline bench_base.json: the same benchmark of an earlier commit m
 session (a "before" column and the ratio). The long-memory group is also compared with the same
 shape on random gates (its name without the _LM suffix) of the same run and of the baseline.
 
+Decode (optional): bench_decode.json from flash_kda_bench_decode (one JSON object per line: name, B, H,
+T, pool, config, us, graph_us, floor_us, fla_us, fla_graph_us) and the decode rows of
+bench_python.json (FLA's fused_recurrent_kda and flash_kda.decode measured in the same session):
+a decode table with the targets of the decode issue checked.
+
 Usage: scripts/make_benchmark_md.py --bench bench.json [--python bench_python.json]
-           [--baseline bench_base.json --baseline-label COMMIT]
+           [--baseline bench_base.json --baseline-label COMMIT] [--decode bench_decode.json]
            --date YYYY-MM-DD --commit SHA --device "NVIDIA H200" --command "..." [--out BENCHMARK_H200.md]
 """
 import argparse
@@ -39,6 +44,86 @@ def read_python(path):
         if row.get("fla_ms_measured"):
             out[row["name"]] = row["fla_ms_measured"]
     return out
+
+
+def read_python_decode(path):
+    """Decode rows of bench_python.json (group "decode"): {case name: row}."""
+    if not path:
+        return {}
+    with open(path) as f:
+        data = json.load(f)
+    rows = data.get("cases", []) if isinstance(data, dict) else []
+    return {r["name"]: r for r in rows if r.get("group") == "decode"}
+
+
+def decode_tables(rows, py):
+    """Markdown for the decode cases: the automatic configuration against FLA and the floor, every
+    configuration's graph time, and the issue's targets."""
+    cases = {}
+    for r in rows:
+        cases.setdefault(r["name"], {})[int(r["config"])] = r
+
+    def us(x, d=2):
+        return f"{x:.{d}f}" if x is not None and x > 0 else "–"
+
+    def ratio(num, den):
+        return f"{num / den:.2f}×" if num and den and num > 0 and den > 0 else "–"
+
+    lines = ["| case | pool | tokens | floor µs | graph µs | × floor | eager µs | FLA graph µs (file) |"
+             " FLA graph µs (this run) | vs FLA (this run) | Python eager µs: ours / FLA (this run) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    auto = {}
+    for name, by_cfg in cases.items():
+        r = by_cfg.get(0) or next(iter(by_cfg.values()))
+        auto[name] = r
+        p = py.get(name, {})
+        fla_now = p.get("fla_graph_us")
+        lines.append(
+            f"| {name} | {r['pool']} | {r['T']} | {us(r['floor_us'])} | {us(r['graph_us'])} |"
+            f" {r['graph_us'] / r['floor_us']:.2f} | {us(r['us'])} | {us(r['fla_graph_us'], 1)} | {us(fla_now)} |"
+            f" {ratio(fla_now, r['graph_us'])} | {us(p.get('ours_us'), 1)} / {us(p.get('fla_us'), 1)} |")
+    configs = sorted({c for by_cfg in cases.values() for c in by_cfg})
+    cfg_lines = ["| case | " + " | ".join(f"config {c}" + (" (auto)" if c == 0 else "") for c in configs) + " |",
+                 "|---|" + "---:|" * len(configs)]
+    for name, by_cfg in cases.items():
+        best = min((r["graph_us"] for r in by_cfg.values() if r["graph_us"] > 0), default=0)
+        cells = []
+        for c in configs:
+            r = by_cfg.get(c)
+            cell = us(r["graph_us"]) if r else "–"
+            cells.append(f"**{cell}**" if r and r["graph_us"] == best else cell)
+        cfg_lines.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    def get(name):
+        return auto.get(name)
+
+    checks = []
+    for n, r in auto.items():  # every case with an FLA time: this run's, else the file's
+        fla = (py.get(n) or {}).get("fla_graph_us") or r["fla_graph_us"]
+        if fla and fla > 0:
+            checks.append(f"{n}: {r['graph_us']:.2f} µs vs FLA {fla:.2f} µs: "
+                          f"{'faster' if r['graph_us'] < fla else 'NOT faster'}")
+    for n in ("decode_B256_H8", "decode_B256_H32", "decode_B1024_H12"):
+        r = get(n)
+        if r:
+            checks.append(f"{n}: {r['graph_us'] / r['floor_us']:.2f}× floor (target ≤ 1.15×)")
+    r = get("decode_B1_H8")
+    if r:
+        checks.append(f"decode_B1_H8: {r['graph_us']:.2f} µs (target ≤ 3 µs)")
+    a, b = get("decode_B256_H32"), get("decode_B256_H32_bf16")
+    if a and b:
+        checks.append(f"bf16 pool at B256 H32: {a['graph_us'] / b['graph_us']:.2f}× faster than fp32 "
+                      "(target ≥ 1.7×)")
+    for v in [n for n in auto if n.startswith("verify4_")]:
+        d = get(v.replace("verify4_", "decode_"))
+        if d:
+            per_token = auto[v]["graph_us"] / auto[v]["T"]
+            checks.append(f"{v}: {per_token:.2f} µs per token vs decode {d['graph_us']:.2f} µs "
+                          f"(target: not slower per token)")
+    p = py.get("decode_B1_H8")
+    if p and p.get("ours_us"):
+        checks.append(f"eager Python call at B1 H8: {p['ours_us']:.1f} µs (target ≤ 15 µs)")
+    return "\n".join(lines), "\n".join(cfg_lines), "\n".join(f"- {c}" for c in checks)
 
 
 def geomean(xs):
@@ -115,6 +200,7 @@ def main():
     ap.add_argument("--python-note", default="", help="where and when the --python JSON was measured")
     ap.add_argument("--baseline", help="bench.json of an earlier commit measured in the same session")
     ap.add_argument("--baseline-label", default="before")
+    ap.add_argument("--decode", help="bench_decode.json from flash_kda_bench_decode")
     ap.add_argument("--out", default="BENCHMARK_H200.md")
     a = ap.parse_args()
     rows = read_lines(a.bench)
@@ -153,6 +239,19 @@ def main():
     text += ["## All cases", "",
              f"Geometric mean speedup over FlashKDA over all {len(rows)} cases: **{geomean(sp):.2f}×**; "
              f"slowest case {min(sp):.2f}×; every case at or below FlashKDA's time: {'yes' if min(sp) >= 1 else 'no'}.", ""]
+    if a.decode:
+        main_table, cfg_table, checks = decode_tables(read_lines(a.decode), read_python_decode(a.python))
+        text += ["## Decode and speculative verify over a state pool (kda_decode)", "",
+                 "`flash_kda_bench_decode`: one token per sequence (`decode_*`, [N] slot indices), the same with a",
+                 "bf16 pool (`*_bf16`), and verify steps of 4 tokens (`verify4_*`, [N, 4] slot indices with",
+                 "num_accepted_tokens, a state written per token). `graph µs` = kernel time per call from CUDA-graph",
+                 "replay (20 calls per graph, slot sets rotated when one call's states fit in L2), automatic",
+                 "configuration; `eager µs` = CUDA events around the C API call. floor = state bytes read + written",
+                 "/ 4.27 TB/s. FLA (file) = `fla_graph_us` of cases.json; FLA (this run) = FLA's",
+                 "`fused_recurrent_kda` timed by `benchmarks/bench_python.py` in the same session (same protocol).",
+                 "", main_table, "",
+                 "Graph µs of every kernel configuration (src/launch/decode_plan.h; best in bold):",
+                 "", cfg_table, "", "Targets:", "", checks, ""]
     with open(a.out, "w") as f:
         f.write("\n".join(text))
     print(f"wrote {a.out}")

@@ -170,6 +170,78 @@ const char* kda_version_string(void);
 int32_t kda_build_cuda_version(void);
 const char* kda_build_architectures(void);
 
+/* ==============================================================================================
+ * Decode and speculative verify over an indexed state pool (serving engines; docs/design.md §5)
+ *
+ * Serving engines keep one state per request slot in a pool and run a few tokens per request per
+ * step. kda_decode runs the same recurrence as kda_fwd (same gates, flags, GVA, fp32 arithmetic,
+ * bf16 output) on T tokens per sequence, reading each sequence's start state from the pool and
+ * writing states back into it in place (no gather or scatter copies):
+ *
+ *   q, k, v, g, beta, out, A_log, dt_bias, cu_seqlens   as for kda_fwd (a [B, T, ...] batch, or a
+ *                                    packed [1, T_total, ...] batch with cu_seqlens [N + 1])
+ *   state_pool           [slots, HV, V, K] f32 or bf16, read and written in place. The inner three
+ *                        dimensions contiguous; stride[0] >= HV*V*K free (a view into a larger
+ *                        buffer); the state stays fp32 inside the kernel whatever the pool's dtype.
+ *   state_indices        i32 or i64, optional (absent: sequence n uses slot n, slots >= N):
+ *                          [N]         read slot idx[n], run the tokens, write the final state
+ *                                      back to idx[n] (decode: T = 1; longer sequences also work);
+ *                          [N, T_idx]  verify: the state after token t is written to slot
+ *                                      idx[n, t] (no write where idx[n, t] < 0); the start state
+ *                                      is read from idx[n, 0], or from idx[n, a - 1] with
+ *                                      a = num_accepted_tokens[n] clamped to [1, T_idx] (so a = 0
+ *                                      reads idx[n, 0], never idx[n, -1]). Without cu_seqlens
+ *                                      T_idx >= T is required; with cu_seqlens, tokens t >= T_idx
+ *                                      of a longer sequence write no state.
+ *   num_accepted_tokens  [N] i32 or i64, optional; only with 2-D state_indices.
+ *
+ * A sequence whose start slot is negative (padding, e.g. -1) or >= slots gets zeros in its output
+ * rows and no state access at all. A sequence of length 0 writes nothing. Slots no sequence names
+ * are never touched. No two sequences may name the same slot in one call (the result would depend
+ * on timing); entries >= slots are never accessed but are errors. check_indices = 1 verifies all of
+ * this on the device before running (and the contents of cu_seqlens): it synchronises the stream,
+ * cannot be used under CUDA-graph capture, and returns KDA_ERROR_INVALID_ARGUMENT naming the first
+ * bad entry. Without it, bad contents never cause an out-of-bounds access.
+ *
+ * kda_decode needs no workspace, allocates nothing, does not synchronise and can be captured in a
+ * CUDA graph: one kernel launch (check_indices adds a stream-ordered scratch allocation of 4 bytes
+ * per slot and a synchronisation). Results are deterministic and do not depend on kernel_config.
+ */
+
+/* Kernel configurations kda_decode_params.kernel_config can force (1..KDA_DECODE_NUM_KERNEL_CONFIGS). */
+#define KDA_DECODE_NUM_KERNEL_CONFIGS 4
+
+typedef struct kda_decode_params {
+  uint32_t struct_size; /* sizeof(kda_decode_params); kda_decode_params_init sets it */
+  kda_tensor q, k, v, g, beta;
+  kda_tensor out;
+  kda_tensor A_log, dt_bias;
+  kda_tensor state_pool;
+  kda_tensor state_indices;
+  kda_tensor num_accepted_tokens;
+  kda_tensor cu_seqlens;
+  double scale;       /* as kda_fwd_params */
+  double lower_bound; /* as kda_fwd_params */
+  kda_gate gate;
+  int32_t beta_sigmoid, qk_l2norm, allow_neg_eigval; /* as kda_fwd_params */
+  int32_t check_indices; /* opt-in device check of state_indices, num_accepted_tokens, cu_seqlens */
+  /* 0: the kernel configuration is chosen from N x HV and the GPU; 1..KDA_DECODE_NUM_KERNEL_CONFIGS
+     forces one (benchmarking; every configuration gives bitwise-identical results). */
+  int32_t kernel_config;
+} kda_decode_params;
+
+/* Zero-initialise params, set struct_size and the defaults of kda_fwd_params_init. */
+void kda_decode_params_init(kda_decode_params* params);
+
+/* Validate (every rule that needs no device memory access, messages as kda_fwd's), then enqueue the
+   decode / verify step on `stream` (CUDA device pointers, current device of compute capability 9.0). */
+kda_status kda_decode(const kda_decode_params* params, kda_stream_t stream);
+
+/* The same on host pointers: the float64 token-by-token recurrence (the oracle), multithreaded over
+   (sequence, value head); num_threads <= 0 uses the hardware concurrency. out is rounded to bf16
+   once, states to the pool's dtype once per write. check_indices checks the contents on the host. */
+kda_status kda_decode_cpu(const kda_decode_params* params, int32_t num_threads);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

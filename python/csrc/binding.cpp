@@ -285,6 +285,9 @@ TORCH_LIBRARY_IMPL(flash_kda, CUDA, m) { m.impl("fwd", &fwd); }
 // All-CPU calls dispatch here; fwd then rejects them with the argument's name.
 TORCH_LIBRARY_IMPL(flash_kda, CPU, m) { m.impl("fwd", &fwd); }
 
+// flash_kda::decode: decode and speculative verify over an indexed state pool.
+#include "binding_decode.inc"  // NOLINT(build/include)
+
 // ---- Python module flash_kda._C: importing it runs the registrations above. ----
 #ifdef FLASH_KDA_PYTHON_MODULE
 namespace {
@@ -485,7 +488,13 @@ PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t narg
   END_HANDLE_TH_ERRORS
 }
 
+// _C._decode_eager: the eager fast path of flash_kda.decode.
+#include "binding_decode_eager.inc"  // NOLINT(build/include)
+
 PyMethodDef kMethods[] = {
+    {"_decode_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(&decode_eager)), METH_FASTCALL,
+     "Eager fast path of flash_kda.decode (internal): out when it ran, NotImplemented when the call needs the "
+     "torch.ops path."},
     {"_fwd_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(&fwd_eager)), METH_FASTCALL,
      "Eager fast path of flash_kda.fwd (internal): None when it ran, NotImplemented when the call needs "
      "the torch.ops path."},

@@ -8,6 +8,8 @@ signature, so flash-linear-attention dispatches ``chunk_kda`` here); uninstall t
     flash_kda.get_workspace_size(q, k, v, g, beta, ...)     # bytes, for a caller workspace
     flash_kda.chunk_kda(q, k, v, g, beta, ...)              # FLA keywords -> (out, final_state)
     flash_kda.build_info()                                  # versions, CUDA, archs, commit
+    flash_kda.decode(q, k, v, g, beta, state_pool, state_indices, ...)   # decode / verify, pool in place
+    flash_kda.fused_recurrent_kda(q, k, v, g, beta, ...)    # FLA keywords -> (out, final_state)
 
 The op is also reachable as ``torch.ops.flash_kda.fwd`` (schema with mutation annotations, a fake
 kernel for torch.compile). In eager mode ``fwd`` runs plain calls through a direct C++ entry point
@@ -17,5 +19,6 @@ kernel for torch.compile). In eager mode ``fwd`` runs plain calls through a dire
 from ._version import __version__
 from ._ops import build_info, fwd, get_workspace_size
 from ._chunk import chunk_kda
+from ._decode import decode, fused_recurrent_kda
 
-__all__ = ["__version__", "build_info", "chunk_kda", "fwd", "get_workspace_size"]
+__all__ = ["__version__", "build_info", "chunk_kda", "decode", "fused_recurrent_kda", "fwd", "get_workspace_size"]

@@ -10,7 +10,7 @@
 
 namespace kda::sm90 {
 
-__global__ void cu_seqlens_check_kernel(SequenceLayout s, int64_t* result) {
+static __global__ void cu_seqlens_check_kernel(SequenceLayout s, int64_t* result) {
   __shared__ unsigned long long first_bad;  // smallest bad index
   if (threadIdx.x == 0) first_bad = ~0ull;
   __syncthreads();

@@ -1,0 +1,128 @@
+// decode_bulk_kernel: the decode / verify step of decode_kernel.cuh with the CTA's state slice
+// brought into shared memory by one bulk copy (the copy engine, cp.async.bulk): the slice's rows are
+// contiguous in the pool (kRowsPerCta x 512 bytes for fp32), so a single instruction puts the whole
+// slice in flight without holding registers, and several CTAs per SM keep ~150 KB of loads in
+// flight. Same arithmetic (token_step), same results as decode_kernel, bit for bit.
+//
+// Grid:   1-D, N·HV·kSlices CTAs as decode_kernel (kRowsPerCta = kThreads/kLanes x kPasses rows).
+// Block:  kThreads threads; pass r handles rows r·kRowsPerPass + warp·kGroups + group of the slice,
+//         one row per thread at a time, loaded from shared memory into registers.
+// Steps:  1. start slot and sequence as decode_kernel (padding: zeros out, exit)
+//         2. thread 0: mbarrier init, expect kSliceBytes, bulk copy of the slice
+//         3. the warps prepare the tokens (one block of up to tok_cap tokens), barrier, wait for
+//            the copy
+//         4. per pass: the row from shared memory, every token (token_step; out; [N, T_idx]
+//            indices: the row to slot idx[n, t]), then the row to the start slot ([N] indices).
+//            Sequences longer than tok_cap re-prepare each block of tokens inside every pass.
+// Shared: dynamic: the slice (kRowsPerCta x 128 values of the pool's dtype), decode_vector_bytes
+//         (tok_cap), the mbarrier.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "src/kernels/sm90/decode_common.cuh"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
+#include "src/ptx/grid_dependency.cuh"
+
+// Minimum resident CTAs per SM the register allocation must allow (__launch_bounds__): 1 leaves
+// ptxas free (~105 registers: 4 CTAs of 128 threads per SM); 5 caps it at 96 registers (a few
+// spilled words) so that 5 CTAs (5 x 34 KB of shared memory) fit.
+#ifndef FLASH_KDA_DECODE_BULK_MIN_BLOCKS
+#define FLASH_KDA_DECODE_BULK_MIN_BLOCKS 1
+#endif
+
+namespace kda::sm90 {
+
+template <int kLanes, int kPasses, int kThreads, bool kF32>
+struct DecodeBulkLayout {
+  using Elem = typename std::conditional<kF32, float, uint16_t>::type;
+  static constexpr int kGroups = 32 / kLanes;
+  static constexpr int kRowsPerPass = kThreads / kLanes;
+  static constexpr int kRowsPerCta = kRowsPerPass * kPasses;
+  static_assert(128 % kRowsPerCta == 0, "slices of the 128 value rows");
+  static constexpr int kSlices = 128 / kRowsPerCta;
+  static constexpr int kSliceBytes = kRowsPerCta * 128 * static_cast<int>(sizeof(Elem));
+  // Dynamic shared memory: slice, vectors of tok_cap tokens, mbarrier.
+  __host__ __device__ static constexpr int bytes(int tok_cap) {
+    return kSliceBytes + decode_vector_bytes(tok_cap) + 16;
+  }
+};
+
+template <int kLanes, int kPasses, int kThreads, bool kF32, GateKind kGate>
+__global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS)
+    decode_bulk_kernel(const __grid_constant__ DecodeParams p) {
+  using namespace decode_detail;
+  using L = DecodeBulkLayout<kLanes, kPasses, kThreads, kF32>;
+  using Elem = typename L::Elem;
+  using Cols = DecodeCols<kLanes, kF32>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Elem* slice_rows = reinterpret_cast<Elem*>(smem_raw);
+  const DecodeVectors sm = DecodeVectors::carve(smem_raw + L::kSliceBytes, p.tok_cap);
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem_raw + L::kSliceBytes + decode_vector_bytes(p.tok_cap));
+
+  ptx::launch_dependents();
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int li = lane % kLanes, group = lane / kLanes;
+  const int64_t unit = blockIdx.x / L::kSlices;
+  const int slice = static_cast<int>(blockIdx.x % L::kSlices);
+  const int n = static_cast<int>(unit / p.HV), hv = static_cast<int>(unit % p.HV);
+  const int row0 = slice * L::kRowsPerCta;
+
+  ptx::wait_primary();
+  const SequenceSpan span = sequence_span(p.seq, n);
+  const int64_t start = slot_at(p, n, read_column(p, n));
+  // The first block's raw token inputs, loaded before anything waits on the slot index.
+  const bool early = warp < min(span.len, p.tok_cap);
+  TokenRaw first{};
+  if (early) first = load_token<kGate>(p, span, warp, hv, lane);
+  const int64_t out_base = span.batch * p.out_st.b + static_cast<int64_t>(span.t0) * p.out_st.t + hv * p.out_st.h;
+  if (start < 0 || start >= p.slots) {  // padding: zero output rows, no state access
+    zero_outputs(p, out_base, span.len, row0, L::kRowsPerCta, tid, kThreads);
+    return;
+  }
+  if (span.len == 0) return;
+
+  if (tid == 0) {
+    ptx::mbar_init(bar, 1);
+    ptx::fence_barrier_init();
+    ptx::mbar_arrive_expect_tx(bar, L::kSliceBytes);
+    ptx::bulk_copy_g2s(slice_rows, pool_row<kF32>(p, start, hv, row0), L::kSliceBytes, bar);
+  }
+  const bool one_block = span.len <= p.tok_cap;
+  if (one_block) prepare_block<kGate, kF32>(p, sm, span, 0, span.len, n, hv, warp, kThreads / 32, lane, first, early);
+  __syncthreads();  // the vectors and the barrier's initialisation
+  ptx::mbar_wait(bar, 0);
+
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int local = pass * L::kRowsPerPass + warp * L::kGroups + group;
+    const int rows[1] = {row0 + local};
+    float s[1][Cols::kElems];
+    {
+      uint4 raw[Cols::kVecs];
+      load_row_raw<kLanes, kF32>(slice_rows + local * 128, li, raw);
+      raw_to_float<kLanes, kF32>(raw, s[0]);
+    }
+    for (int tb = 0; tb < span.len; tb += p.tok_cap) {
+      const int block_len = min(p.tok_cap, span.len - tb);
+      if (!one_block) {
+        __syncthreads();  // every thread is done with the previous block's vectors
+        prepare_block<kGate, kF32>(p, sm, span, tb, block_len, n, hv, warp, kThreads / 32, lane, first, false);
+        __syncthreads();
+      }
+      for (int w = 0; w < block_len; ++w) {
+        float o[1];
+        token_step<kLanes, 1, kF32>(s, sm, w, li, rows, o);
+        if (li == 0) p.out[out_base + static_cast<int64_t>(tb + w) * p.out_st.t + rows[0]] = to_bf16_bits(o[0]);
+        if (p.indices_2d) {
+          const int64_t ws = sm.wslot[w];
+          if (ws >= 0) store_row<kLanes, kF32>(pool_row<kF32>(p, ws, hv, rows[0]), li, s[0]);
+        }
+      }
+    }
+    if (!p.indices_2d) store_row<kLanes, kF32>(pool_row<kF32>(p, start, hv, rows[0]), li, s[0]);
+  }
+}
+
+}  // namespace kda::sm90

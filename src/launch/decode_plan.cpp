@@ -1,0 +1,25 @@
+// The decode plan (decode_plan.h).
+#include "src/launch/decode_plan.h"
+
+namespace kda::sm90 {
+
+DecodePlan plan_decode(int64_t units, int sms, int forced_config) {
+  int config = forced_config;
+  if (config < 1 || config > KDA_DECODE_NUM_KERNEL_CONFIGS) {
+    config = 1;
+    const int64_t wanted = static_cast<int64_t>(kDecodeMinCtasPerSm) * (sms > 0 ? sms : 1);
+    for (int c = KDA_DECODE_NUM_KERNEL_CONFIGS; c >= 1; --c) {
+      if (units * kDecodeConfigs[c - 1].slices() >= wanted) {
+        config = c;
+        break;
+      }
+    }
+  }
+  DecodePlan plan;
+  plan.config = config;
+  plan.slices = kDecodeConfigs[config - 1].slices();
+  plan.ctas = units * plan.slices;
+  return plan;
+}
+
+}  // namespace kda::sm90

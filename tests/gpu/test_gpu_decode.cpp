@@ -1,0 +1,445 @@
+// kda_decode on the GPU against the CPU float64 path (kda_decode_cpu) and against kda_fwd:
+// fp32 / bf16 pools, int32 / int64 indices, the three gates, GVA, pre-activated inputs, padding
+// and out-of-range slots, a poisoned pool (unnamed slots bitwise untouched), verify with every
+// num_accepted_tokens value, packed sequences, a strided pool view, 100 decode steps against a
+// 100-token prefill, prefill + decode against a longer prefill, every kernel configuration
+// bitwise identical and deterministic, CUDA-graph capture, the opt-in content check.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "reference/common.h"
+#include "tests/golden_io.h"
+#include "tests/gpu/decode_harness.h"
+#include "tests/gpu/gpu_harness.h"
+#include "tests/random_decode.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+constexpr int64_t D = 128;
+
+void check(cudaError_t err) { ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err); }
+
+double reference_rel_l2_bf16(const std::vector<uint16_t>& x, const std::vector<uint16_t>& ref) {
+  return rel_l2(bf16_to_f64(x), bf16_to_f64(ref));
+}
+
+TEST(GpuDecode, MatrixAgainstFloat64) {
+  KDA_SKIP_WITHOUT_SM90();
+  int case_id = 0;
+  for (kda_dtype pool : {KDA_DTYPE_F32, KDA_DTYPE_BF16})
+    for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS, KDA_GATE_PREACTIVATED}) {
+      DecodeSpec s;
+      s.B = 3;
+      s.T = 1;
+      s.H = 2;
+      s.HV = 4;  // GVA
+      s.slots = 5;
+      s.pool = pool;
+      s.gate = gate;
+      s.g_scale = gate == KDA_GATE_SOFTPLUS ? 8.0f : 1.0f;  // very negative decays too
+      s.idx_dtype = (case_id++ % 2) ? KDA_DTYPE_I64 : KDA_DTYPE_I32;
+      s.seed = 100 + case_id;
+      RandomDecode d = make_random_decode(s);
+      char name[96];
+      std::snprintf(name, sizeof(name), "decode pool %s gate %d idx %s", pool == KDA_DTYPE_F32 ? "f32" : "bf16", gate,
+                    s.idx_dtype == KDA_DTYPE_I64 ? "i64" : "i32");
+      expect_decode_close(name, decode_gpu_vs_cpu(d), 4e-3, pool == KDA_DTYPE_F32 ? 3e-3 : 6e-3);
+    }
+  // Without the fused activations: g is the log-decay, beta a probability, q and k unit vectors
+  // (no in-kernel L2 norm); doubled beta.
+  DecodeSpec s;
+  s.B = 2;
+  s.H = s.HV = 2;
+  s.slots = 2;
+  s.gate = KDA_GATE_PREACTIVATED;
+  s.idx_dims = 0;  // sequence n uses slot n
+  RandomDecode d = make_random_decode(s);
+  for (auto* buf : {&d.q, &d.k})
+    for (size_t row = 0; row < buf->size() / D; ++row) {
+      double ss = 0;
+      for (int c = 0; c < D; ++c) ss += std::pow(reference::bf16_to_float((*buf)[row * D + c]), 2);
+      for (int c = 0; c < D; ++c)
+        (*buf)[row * D + c] =
+            reference::float_to_bf16(static_cast<float>(reference::bf16_to_float((*buf)[row * D + c]) / std::sqrt(ss)));
+    }
+  for (auto& b : d.beta) b = reference::float_to_bf16(1.0f / (1.0f + std::exp(-reference::bf16_to_float(b))));
+  RandomDecode ref = d;
+  kda_decode_params pc = ref.params();
+  pc.beta_sigmoid = 0;
+  pc.qk_l2norm = 0;
+  ASSERT_EQ(kda_decode_cpu(&pc, 0).code, KDA_OK);
+  DeviceDecode dd(d);
+  dd.params().beta_sigmoid = 0;
+  dd.params().qk_l2norm = 0;
+  ASSERT_EQ(kda_decode(&dd.params(), nullptr).code, KDA_OK);
+  dd.download();
+  RandomDecode neg = make_random_decode(s);
+  RandomDecode neg_ref = neg;
+  DeviceDecode dn(neg);
+  dn.params().allow_neg_eigval = 1;
+  ASSERT_EQ(kda_decode(&dn.params(), nullptr).code, KDA_OK);
+  dn.download();
+  kda_decode_params pn = neg_ref.params();
+  pn.allow_neg_eigval = 1;
+  ASSERT_EQ(kda_decode_cpu(&pn, 0).code, KDA_OK);
+  size_t bad = 0;
+  const double e1 = reference_rel_l2_bf16(d.out, ref.out), e2 = reference_rel_l2_bf16(neg.out, neg_ref.out);
+  for (float x : d.pool_f32) bad += !std::isfinite(x);
+  std::printf("[ errors ] preactivated, no L2 norm: out %.3e; allow_neg_eigval: out %.3e\n", e1, e2);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_LE(e1, 4e-3);
+  EXPECT_LE(e2, 4e-3);
+}
+
+TEST(GpuDecode, EveryConfigurationBitwiseIdenticalAndDeterministic) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_dtype pool : {KDA_DTYPE_F32, KDA_DTYPE_BF16})
+    for (int shape = 0; shape < 3; ++shape) {
+      // decode (T = 1, [N]); verify (T = 3, [N, 3]); packed sequences of 1, 8 and 1 tokens with
+      // [N, 8] indices: 4 tokens are prepared per block (the mean length), so the long one takes
+      // two blocks.
+      DecodeSpec s;
+      s.B = 3;
+      s.T = shape == 1 ? 3 : 1;
+      s.H = 1;
+      s.HV = 2;
+      s.pool = pool;
+      s.idx_dims = shape == 0 ? 1 : 2;
+      if (shape == 2) s.cu_seqlens = {0, 1, 9, 10};
+      s.slots = 3 * (shape == 2 ? 8 : s.T) + 2;
+      s.seed = 7 + shape;
+      const RandomDecode base = make_random_decode(s);
+      RandomDecode first = base;
+      ASSERT_EQ(run_decode_gpu(first, 1).code, KDA_OK);
+      for (int config = 1; config <= KDA_DECODE_NUM_KERNEL_CONFIGS; ++config)
+        for (int rep = 0; rep < 2; ++rep) {
+          RandomDecode d = base;
+          const kda_status st = run_decode_gpu(d, config);
+          ASSERT_EQ(st.code, KDA_OK) << st.message;
+          EXPECT_EQ(d.out, first.out) << "config " << config << " shape " << shape << " pool " << pool;
+          EXPECT_EQ(d.pool_f32, first.pool_f32) << "config " << config << " shape " << shape;
+          EXPECT_EQ(d.pool_bf16, first.pool_bf16) << "config " << config << " shape " << shape;
+        }
+      RandomDecode ref = base;
+      ASSERT_EQ(run_decode_cpu(ref).code, KDA_OK);
+      char name[64];
+      std::snprintf(name, sizeof(name), "configurations, shape %d pool %s", shape,
+                    pool == KDA_DTYPE_F32 ? "f32" : "bf16");
+      DecodeErrors e;
+      e.out = reference_rel_l2_bf16(first.out, ref.out);
+      e.pool = rel_l2(pool_values(first), pool_values(ref));
+      expect_decode_close(name, e, 4e-3, pool == KDA_DTYPE_F32 ? 3e-3 : 6e-3);
+    }
+}
+
+TEST(GpuDecode, PaddingOutOfRangeAndPoisonedPool) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (int config = 0; config <= KDA_DECODE_NUM_KERNEL_CONFIGS; ++config)
+    for (kda_dtype pool : {KDA_DTYPE_F32, KDA_DTYPE_BF16}) {
+      DecodeSpec s;
+      s.B = 6;
+      s.T = 2;
+      s.H = 1;
+      s.HV = 2;
+      s.slots = 20;
+      s.pool = pool;
+      s.idx_dims = 2;
+      s.seed = 50 + config;
+      RandomDecode d = make_random_decode(s);
+      d.set_index(1, 0, -1);  // padding: zero outputs, its other slot untouched
+      d.set_index(3, 0, 20);  // >= slots: never accessed (an error under check_indices), as padding
+      d.set_index(4, 1, -1);  // no write after token 1
+      // Slots that no running sequence writes are poisoned (NaN): they must come back bitwise unchanged.
+      std::vector<bool> written(20, false);
+      for (int64_t n : {0, 2, 4, 5})
+        for (int64_t t = 0; t < 2; ++t) {
+          const int64_t slot = d.index(n, t);
+          if (slot >= 0 && slot < 20) written[slot] = true;
+        }
+      for (int64_t slot = 0; slot < 20; ++slot)
+        if (!written[slot]) std::memset(const_cast<uint8_t*>(pool_slot(d, slot)), 0xff, pool_slot_bytes(d));
+      std::fill(d.out.begin(), d.out.end(), 0x7fc0);
+      const RandomDecode before = d;
+      RandomDecode ref = d;
+      ASSERT_EQ(run_decode_gpu(d, config).code, KDA_OK);
+      ASSERT_EQ(run_decode_cpu(ref).code, KDA_OK);
+      for (int64_t slot = 0; slot < 20; ++slot) {
+        const bool same = std::memcmp(pool_slot(d, slot), pool_slot(before, slot), pool_slot_bytes(d)) == 0;
+        EXPECT_EQ(same, !written[slot]) << "config " << config << " slot " << slot;
+      }
+      for (int64_t n : {1, 3})
+        for (int64_t t = 0; t < 2; ++t)
+          for (int64_t i = 0; i < 2 * D; ++i) ASSERT_EQ(d.out[((n * 2 + t) * 2) * D + i], 0) << "padding output";
+      for (uint16_t x : d.out) ASSERT_NE(x, 0x7fc0) << "an output row was not written";
+      EXPECT_LE(reference_rel_l2_bf16(d.out, ref.out), 4e-3);
+    }
+}
+
+TEST(GpuDecode, VerifyEveryAcceptedCountAndPacked) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr int64_t T = 4;
+  for (kda_dtype pool : {KDA_DTYPE_F32, KDA_DTYPE_BF16}) {
+    DecodeSpec s;
+    s.B = T + 2;
+    s.T = T;
+    s.H = 2;
+    s.HV = 2;
+    s.slots = (T + 2) * T + 3;
+    s.pool = pool;
+    s.idx_dims = 2;
+    s.with_accepted = true;
+    s.accepted_dtype = KDA_DTYPE_I64;
+    s.seed = 70;
+    RandomDecode d = make_random_decode(s);
+    for (int64_t n = 0; n <= T; ++n) d.set_accepted(n, n);  // 0 .. T
+    d.set_index(T + 1, 2, -1);
+    expect_decode_close(std::string("verify T=4, accepted 0..4, pool ") + (pool == KDA_DTYPE_F32 ? "f32" : "bf16"),
+                        decode_gpu_vs_cpu(d), 4e-3, pool == KDA_DTYPE_F32 ? 3e-3 : 6e-3);
+  }
+  // Packed sequences of 1, 3, 0 and 2 tokens with a slot per token (int64 indices), and 1-D indices.
+  for (int dims : {1, 2}) {
+    DecodeSpec s;
+    s.cu_seqlens = {0, 1, 4, 4, 6};
+    s.H = 1;
+    s.HV = 3;
+    s.slots = 14;
+    s.idx_dims = dims;
+    s.idx_cols = 3;
+    s.idx_dtype = KDA_DTYPE_I64;
+    s.seed = 80 + dims;
+    RandomDecode d = make_random_decode(s);
+    expect_decode_close(dims == 2 ? "packed verify, [N, 3] indices" : "packed, [N] indices", decode_gpu_vs_cpu(d), 4e-3,
+                        3e-3);
+  }
+}
+
+TEST(GpuDecode, StridedPoolView) {
+  KDA_SKIP_WITHOUT_SM90();
+  // A pool that is a view into a larger buffer: stride[0] = 3 x HV x V x K.
+  DecodeSpec s;
+  s.B = 2;
+  s.H = s.HV = 1;
+  s.slots = 6;  // the buffer; the view has 2 slots at every third state
+  s.idx_dims = 1;
+  RandomDecode d = make_random_decode(s);
+  d.set_index(0, 0, 1);
+  d.set_index(1, 0, 0);
+  RandomDecode ref = d;
+  auto view = [](kda_decode_params& p) {
+    p.state_pool.shape[0] = 2;
+    p.state_pool.stride[0] = 3 * D * D;
+  };
+  DeviceDecode dd(d);
+  view(dd.params());
+  ASSERT_EQ(kda_decode(&dd.params(), nullptr).code, KDA_OK);
+  dd.download();
+  kda_decode_params pc = ref.params();
+  view(pc);
+  ASSERT_EQ(kda_decode_cpu(&pc, 0).code, KDA_OK);
+  EXPECT_LE(reference_rel_l2_bf16(d.out, ref.out), 4e-3);
+  const std::vector<double> a = pool_values(d), b = pool_values(ref);
+  EXPECT_LE(rel_l2(a, b), 3e-3);
+  for (int64_t slot : {1, 2, 4, 5})  // outside the view
+    EXPECT_EQ(0, std::memcmp(pool_slot(d, slot), pool_slot(ref, slot), pool_slot_bytes(d)));
+}
+
+// Decode steps from the pool against kda_fwd over the same tokens (both on the GPU) and against
+// the float64 recurrence: `prefix` tokens by kda_fwd into the pool (its final state), then T - prefix
+// single-token decode calls.
+void check_steps_against_prefill(kda_dtype pool_dtype, int64_t prefix, const char* what) {
+  constexpr int64_t B = 2, T = 100, H = 2;
+  ProblemSpec ps;
+  ps.B = B;
+  ps.T = T;
+  ps.H = ps.HV = H;
+  ps.initial_state = KDA_DTYPE_F32;
+  ps.final_state = KDA_DTYPE_F32;
+  ps.seed = 11;
+  RandomProblem full = make_random_problem(ps);
+  const ExactReference exact = reference_f64(full.params());
+  RandomProblem prefill = full;
+  ASSERT_EQ(run_on_gpu(prefill.params()).code, KDA_OK);
+
+  DeviceProblem dp(full.params());
+  kda_fwd_params& f = dp.params();
+  // Pool = N slots, identity indices; fp32 or bf16.
+  const size_t pool_elems = static_cast<size_t>(B * H * D * D), esz = pool_dtype == KDA_DTYPE_F32 ? 4 : 2;
+  void* pool = nullptr;
+  check(cudaMalloc(&pool, pool_elems * esz));
+  const int64_t pool_shape[4] = {B, H, D, D};
+  kda_tensor pool_t = kda_tensor_contiguous(pool, pool_dtype, 4, pool_shape);
+  auto sliced = [&](kda_tensor t, int64_t t0, int64_t len) {
+    t.shape[1] = len;
+    t.data = static_cast<uint8_t*>(t.data) + t0 * t.stride[1] * static_cast<int64_t>(dtype_bytes(t.dtype));
+    return t;
+  };
+  if (prefix > 0) {
+    kda_fwd_params pf = f;
+    for (kda_tensor* x : {&pf.q, &pf.k, &pf.v, &pf.g, &pf.beta, &pf.out}) *x = sliced(*x, 0, prefix);
+    pf.final_state = pool_t;
+    size_t ws_bytes = 0;
+    ASSERT_EQ(kda_fwd_workspace_size(&pf, &ws_bytes).code, KDA_OK);
+    void* ws = nullptr;
+    check(cudaMalloc(&ws, std::max<size_t>(ws_bytes, 256)));
+    const kda_status st = kda_fwd(&pf, ws, ws_bytes, nullptr);
+    ASSERT_EQ(st.code, KDA_OK) << st.message;
+    check(cudaDeviceSynchronize());
+    cudaFree(ws);
+  } else {  // the initial states, converted to the pool's dtype
+    std::vector<uint16_t> bf(pool_elems);
+    for (size_t i = 0; i < pool_elems; ++i) bf[i] = reference::float_to_bf16(full.initial_f32[i]);
+    check(cudaMemcpy(pool, pool_dtype == KDA_DTYPE_F32 ? static_cast<const void*>(full.initial_f32.data()) : bf.data(),
+                     pool_elems * esz, cudaMemcpyHostToDevice));
+  }
+  for (int64_t t = prefix; t < T; ++t) {
+    kda_decode_params p;
+    kda_decode_params_init(&p);
+    p.q = sliced(f.q, t, 1);
+    p.k = sliced(f.k, t, 1);
+    p.v = sliced(f.v, t, 1);
+    p.g = sliced(f.g, t, 1);
+    p.beta = sliced(f.beta, t, 1);
+    p.out = sliced(f.out, t, 1);
+    p.A_log = f.A_log;
+    p.dt_bias = f.dt_bias;
+    p.state_pool = pool_t;  // no indices: sequence n uses slot n
+    const kda_status st = kda_decode(&p, nullptr);
+    ASSERT_EQ(st.code, KDA_OK) << st.message;
+  }
+  RandomProblem steps = full;
+  dp.download_outputs();  // decode's out rows (and prefix rows from kda_fwd) into `full`'s buffers
+  steps.out = full.out;
+  std::vector<double> state(pool_elems);
+  if (pool_dtype == KDA_DTYPE_F32) {
+    std::vector<float> x(pool_elems);
+    check(cudaMemcpy(x.data(), pool, pool_elems * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < pool_elems; ++i) state[i] = x[i];
+  } else {
+    std::vector<uint16_t> x(pool_elems);
+    check(cudaMemcpy(x.data(), pool, pool_elems * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < pool_elems; ++i) state[i] = reference::bf16_to_float(x[i]);
+  }
+  cudaFree(pool);
+  const std::vector<double> out_steps = bf16_to_f64(steps.out), out_prefill = bf16_to_f64(prefill.out);
+  const std::vector<double> state_prefill = f32_to_f64(prefill.final_f32);
+  const double eo = rel_l2(out_steps, exact.out), es = rel_l2(state, exact.final_state);
+  const double po = rel_l2(out_prefill, exact.out), pst = rel_l2(state_prefill, exact.final_state);
+  const double xo = rel_l2(out_steps, out_prefill), xs = rel_l2(state, state_prefill);
+  std::printf(
+      "[ errors ] %-40s steps vs f64: out %.3e state %.3e | prefill vs f64: out %.3e state %.3e | steps vs "
+      "prefill: out %.3e state %.3e\n",
+      what, eo, es, po, pst, xo, xs);
+  EXPECT_EQ(count_non_finite(out_steps) + count_non_finite(state), 0u);
+  const bool f32 = pool_dtype == KDA_DTYPE_F32;  // a bf16 pool rounds the state after every step
+  EXPECT_LE(eo, f32 ? 4e-3 : 1e-2) << what;
+  EXPECT_LE(es, f32 ? 3e-3 : 1e-2) << what;
+  EXPECT_LE(xo, f32 ? 4e-3 : 1e-2) << what;
+  EXPECT_LE(xs, f32 ? 3e-3 : 1e-2) << what;
+}
+
+TEST(GpuDecode, HundredStepsEqualHundredTokenPrefill) {
+  KDA_SKIP_WITHOUT_SM90();
+  check_steps_against_prefill(KDA_DTYPE_F32, 0, "100 decode steps, fp32 pool");
+  check_steps_against_prefill(KDA_DTYPE_BF16, 0, "100 decode steps, bf16 pool");
+}
+
+TEST(GpuDecode, PrefillThenDecodeEqualsLongerPrefill) {
+  KDA_SKIP_WITHOUT_SM90();
+  check_steps_against_prefill(KDA_DTYPE_F32, 60, "60-token prefill + 40 decode steps");
+}
+
+TEST(GpuDecode, GraphCaptureAndReplay) {
+  KDA_SKIP_WITHOUT_SM90();
+  DecodeSpec s;
+  s.B = 4;
+  s.T = 2;
+  s.H = 1;
+  s.HV = 2;
+  s.slots = 9;
+  s.idx_dims = 2;
+  s.with_accepted = true;
+  RandomDecode graph = make_random_decode(s);
+  RandomDecode eager = graph;
+  ASSERT_EQ(run_decode_gpu(eager, 0, 2).code, KDA_OK);  // two steps in place
+  DeviceDecode dd(graph);
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream));
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const kda_status st = kda_decode(&dd.params(), stream);
+  check(cudaStreamEndCapture(stream, &g));
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  check(cudaGraphInstantiate(&exec, g, 0));
+  for (int i = 0; i < 2; ++i) check(cudaGraphLaunch(exec, stream));
+  check(cudaStreamSynchronize(stream));
+  dd.download();
+  EXPECT_EQ(graph.out, eager.out);
+  EXPECT_EQ(graph.pool_f32, eager.pool_f32);
+  // The check synchronises: refused under capture, with a message naming it.
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  dd.params().check_indices = 1;
+  const kda_status refused = kda_decode(&dd.params(), stream);
+  cudaGraph_t g2;
+  cudaStreamEndCapture(stream, &g2);
+  cudaGetLastError();
+  EXPECT_EQ(refused.code, KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(refused.message).find("check_indices"), std::string::npos) << refused.message;
+  if (g2) cudaGraphDestroy(g2);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GpuDecode, ContentCheckMatchesTheCpuCheck) {
+  KDA_SKIP_WITHOUT_SM90();
+  DecodeSpec s;
+  s.B = 3;
+  s.T = 2;
+  s.H = 1;
+  s.HV = 1;
+  s.slots = 10;
+  s.idx_dims = 2;
+  s.with_accepted = true;
+  auto both = [&](RandomDecode d, const char* expect) {
+    RandomDecode gpu = d, cpu = d;
+    const kda_status g = run_decode_gpu(gpu, 0, 1, /*check_indices=*/1);
+    const kda_status c = run_decode_cpu(cpu, 1);
+    std::printf("[ check ] %s\n", g.message);
+    EXPECT_EQ(g.code, c.code) << expect;
+    EXPECT_STREQ(g.message, c.message) << expect;
+    if (expect[0] == '\0') {
+      EXPECT_EQ(g.code, KDA_OK) << g.message;
+    } else {
+      EXPECT_NE(std::string(g.message).find(expect), std::string::npos) << g.message;
+    }
+  };
+  RandomDecode ok = make_random_decode(s);
+  both(ok, "");
+  RandomDecode range = ok;
+  range.set_index(1, 1, 10);
+  both(range, "state_indices[1, 1] = 10");
+  RandomDecode dup = ok;
+  dup.set_index(2, 0, ok.index(0, 1));
+  both(dup, "and in state_indices[2, 0] (sequence 2)");
+  RandomDecode acc = ok;
+  acc.set_accepted(1, -1);
+  both(acc, "num_accepted_tokens[1] = -1");
+  DecodeSpec v = s;
+  v.cu_seqlens = {0, 2, 5, 6};
+  v.idx_cols = 2;
+  RandomDecode len = make_random_decode(v);
+  both(len, "sequence 1 of length 3");
+  len.cu64 = {1, 2, 5, 6};
+  both(len, "cu_seqlens[0] = 0, got 1");
+}
+
+}  // namespace
+}  // namespace kda::test
