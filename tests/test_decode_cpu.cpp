@@ -372,18 +372,23 @@ TEST(DecodePlan, ConfigurationsAndAutomaticChoice) {
     const sm90::DecodeConfig& k = sm90::kDecodeConfigs[c - 1];
     EXPECT_EQ(128 % k.rows_per_cta(), 0) << c;
     EXPECT_TRUE(k.lanes == 8 || k.lanes == 16) << c;
-    const sm90::DecodePlan p = sm90::plan_decode(10, 132, c);
+    const sm90::DecodePlan p = sm90::plan_decode(10, 132, c, true);
     EXPECT_EQ(p.config, c);
     EXPECT_EQ(p.ctas, 10 * k.slices());
   }
   // The benchmark's decode cases on a 132-SM H200: few heads -> 16 small CTAs per head (latency);
-  // from 132 heads on -> the bulk-copy configuration (2 CTAs per head).
-  EXPECT_EQ(sm90::plan_decode(8, 132, 0).config, 1);  // B1 H8
-  EXPECT_EQ(sm90::plan_decode(8, 132, 0).ctas, 128);
-  EXPECT_EQ(sm90::plan_decode(256, 132, 0).config, 4);   // B32 H8
-  EXPECT_EQ(sm90::plan_decode(2048, 132, 0).config, 4);  // B256 H8
-  EXPECT_EQ(sm90::plan_decode(12288, 132, 0).config, 4);
-  EXPECT_EQ(sm90::plan_decode(0, 132, 0).ctas, 0);
+  // from 132 heads on -> the bulk-copy configurations.
+  for (bool f32 : {true, false}) {
+    EXPECT_EQ(sm90::plan_decode(8, 132, 0, f32).config, 1);  // B1 H8
+    EXPECT_EQ(sm90::plan_decode(8, 132, 0, f32).ctas, 128);
+    EXPECT_EQ(sm90::plan_decode(256, 132, 0, f32).config, 4);  // B32 H8: 1.9 CTAs per SM with 5
+    EXPECT_EQ(sm90::plan_decode(0, 132, 0, f32).ctas, 0);
+  }
+  // From 264 heads on: fp32 pools keep two 32 KB halves per head, bf16 pools one 32 KB CTA per head.
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true).config, 4);  // B256 H8
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, true).config, 4);
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false).config, 5);
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false).config, 5);
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 
 namespace kda::sm90 {
 
-DecodePlan plan_decode(int64_t units, int sms, int forced_config) {
+DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32) {
   int config = forced_config;
   if (config < 1 || config > KDA_DECODE_NUM_KERNEL_CONFIGS) {
     config = 1;
     const int64_t wanted = static_cast<int64_t>(kDecodeMinCtasPerSm) * (sms > 0 ? sms : 1);
-    for (int c = KDA_DECODE_NUM_KERNEL_CONFIGS; c >= 1; --c) {
+    for (int c = pool_f32 ? kDecodeAutoConfigsF32 : kDecodeAutoConfigsBf16; c >= 1; --c) {
       if (units * kDecodeConfigs[c - 1].slices() >= wanted) {
         config = c;
         break;

@@ -150,7 +150,7 @@ cudaError_t launch_config(const DecodeParams& p, bool f32, kda_gate gate, int64_
 kda_status decode(const DecodeProblem& dp, kda_stream_t stream_handle) {
   const int64_t units = dp.pr.N * dp.pr.HV;
   if (units == 0) return make_ok();
-  const DecodePlan plan = plan_decode(units, sm_count(), dp.params->kernel_config);
+  const DecodePlan plan = plan_decode(units, sm_count(), dp.params->kernel_config, dp.pool_f32);
   if (plan.ctas > 0x7fffffff)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "q: N x HV = %lld (sequences x value heads) is too large for one grid",
@@ -169,8 +169,11 @@ kda_status decode(const DecodeProblem& dp, kda_stream_t stream_handle) {
     case 3:
       err = launch_config<3>(p, dp.pool_f32, gate, plan.ctas, stream);
       break;
-    default:
+    case 4:
       err = launch_config<4>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    default:
+      err = launch_config<5>(p, dp.pool_f32, gate, plan.ctas, stream);
       break;
   }
   if (err != cudaSuccess) return cuda_error("decode_kernel launch", err);

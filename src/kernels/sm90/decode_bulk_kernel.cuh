@@ -8,14 +8,15 @@
 // Block:  kThreads threads; pass r handles rows r·kRowsPerPass + warp·kGroups + group of the slice,
 //         one row per thread at a time, loaded from shared memory into registers.
 // Steps:  1. start slot and sequence as decode_kernel (padding: zeros out, exit)
-//         2. thread 0: mbarrier init, expect kSliceBytes, bulk copy of the slice
-//         3. the warps prepare the tokens (one block of up to tok_cap tokens), barrier, wait for
-//            the copy
+//         2. thread 0: one mbarrier and one bulk copy per pass (its rows are contiguous)
+//         3. the warps prepare the tokens (one block of up to tok_cap tokens), barrier
+//         4'. each pass waits for its own copy (reads of later passes overlap the earlier passes'
+//            arithmetic and stores)
 //         4. per pass: the row from shared memory, every token (token_step; out; [N, T_idx]
 //            indices: the row to slot idx[n, t]), then the row to the start slot ([N] indices).
 //            Sequences longer than tok_cap re-prepare each block of tokens inside every pass.
 // Shared: dynamic: the slice (kRowsPerCta x 128 values of the pool's dtype), decode_vector_bytes
-//         (tok_cap), the mbarrier.
+//         (tok_cap), one mbarrier per pass.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +45,11 @@ struct DecodeBulkLayout {
   static_assert(128 % kRowsPerCta == 0, "slices of the 128 value rows");
   static constexpr int kSlices = 128 / kRowsPerCta;
   static constexpr int kSliceBytes = kRowsPerCta * 128 * static_cast<int>(sizeof(Elem));
-  // Dynamic shared memory: slice, vectors of tok_cap tokens, mbarrier.
+  static constexpr int kPassBytes = kSliceBytes / kPasses;  // one bulk copy per pass (contiguous rows)
+  static_assert(kPassBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
+  // Dynamic shared memory: slice, vectors of tok_cap tokens, one mbarrier per pass.
   __host__ __device__ static constexpr int bytes(int tok_cap) {
-    return kSliceBytes + decode_vector_bytes(tok_cap) + 16;
+    return kSliceBytes + decode_vector_bytes(tok_cap) + 8 * kPasses + 8;
   }
 };
 
@@ -85,17 +88,24 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS)
   if (span.len == 0) return;
 
   if (tid == 0) {
-    ptx::mbar_init(bar, 1);
+    // One copy and one barrier per pass, so that pass 0 computes (and stores) while the later
+    // passes' rows are still arriving: reads and writes of the pool overlap within the CTA.
+#pragma unroll
+    for (int r = 0; r < kPasses; ++r) ptx::mbar_init(&bar[r], 1);
     ptx::fence_barrier_init();
-    ptx::mbar_arrive_expect_tx(bar, L::kSliceBytes);
-    ptx::bulk_copy_g2s(slice_rows, pool_row<kF32>(p, start, hv, row0), L::kSliceBytes, bar);
+#pragma unroll
+    for (int r = 0; r < kPasses; ++r) {
+      ptx::mbar_arrive_expect_tx(&bar[r], L::kPassBytes);
+      ptx::bulk_copy_g2s(slice_rows + r * L::kRowsPerPass * 128,
+                         pool_row<kF32>(p, start, hv, row0 + r * L::kRowsPerPass), L::kPassBytes, &bar[r]);
+    }
   }
   const bool one_block = span.len <= p.tok_cap;
   if (one_block) prepare_block<kGate, kF32>(p, sm, span, 0, span.len, n, hv, warp, kThreads / 32, lane, first, early);
-  __syncthreads();  // the vectors and the barrier's initialisation
-  ptx::mbar_wait(bar, 0);
+  __syncthreads();  // the vectors and the barriers' initialisation
 
   for (int pass = 0; pass < kPasses; ++pass) {
+    ptx::mbar_wait(&bar[pass], 0);
     const int local = pass * L::kRowsPerPass + warp * L::kGroups + group;
     const int rows[1] = {row0 + local};
     float s[1][Cols::kElems];
