@@ -10,11 +10,15 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
 
 #include "src/kernels/sm90/chunk_prep_kernel.cuh"
 #include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
 #include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
+#include "src/api/checked_math.h"
 #include "src/launch/launch.h"
 #include "src/launch/plan.h"
 
@@ -76,17 +80,22 @@ int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
 }
 
+// Sizes saturate at SIZE_MAX ("does not fit", reported by the API layer); validation bounds T,
+// B*T and N, so num_vchunks itself cannot overflow.
 size_t records_bytes(const Problem& pr) {
-  return static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * ChunkRecord::kBytes;
+  return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), ChunkRecord::kBytes);
 }
 
 // Offset of the context-parallel area: after the records and the check word, 256-byte aligned.
-size_t context_offset(const Problem& pr) { return (records_bytes(pr) + kCheckBytes + 255) / 256 * 256; }
+size_t context_offset(const Problem& pr) {
+  const size_t end = sat_add(records_bytes(pr), kCheckBytes + 255);
+  return end == SIZE_MAX ? SIZE_MAX : end / 256 * 256;
+}
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
   SequenceLayout s;
   s.cu_seqlens = pr.varlen ? pr.params->cu_seqlens.data : nullptr;
-  s.cu_is_i64 = pr.params->cu_seqlens.dtype == KDA_DTYPE_I64;
+  s.cu_is_i64 = pr.varlen && pr.params->cu_seqlens.dtype == KDA_DTYPE_I64;
   s.N = static_cast<int32_t>(pr.N);
   s.T = static_cast<int32_t>(pr.T);
   s.T_total = static_cast<int32_t>(pr.T_total);
@@ -100,33 +109,55 @@ kda_status cuda_error(const char* what, cudaError_t err) {
   return make_error(KDA_ERROR_CUDA, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
-// Raises the dynamic shared-memory limit of a kernel (per device, so on every call: a host-side
-// attribute, allowed during stream capture, microseconds).
-template <typename Kernel>
-cudaError_t set_smem(Kernel kernel, int bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+// Raises the dynamic shared-memory limit of kKernel (a per-device attribute) once per device: one
+// atomic bit per device and kernel, no lock (threads racing on the first call may all set it; the
+// call is idempotent). Devices past 63 set it on every call. `forget` clears the bit (the context
+// was reset, see launch_with_smem).
+template <auto kKernel>
+cudaError_t set_smem_once(int bytes, bool forget = false) {
+  static std::atomic<uint64_t> done{0};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (forget) done.fetch_and(~bit, std::memory_order_relaxed);
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
+  return err;
+}
+
+// Sets kKernel's shared-memory limit (once per device) and launches it. A failed launch sets the
+// attribute again and retries once: after a device reset the attribute is gone while the bit is
+// not (a failed launch enqueues nothing).
+template <auto kKernel, typename Params>
+kda_status launch_with_smem(const char* name, dim3 grid, int threads, int smem, cudaStream_t stream, bool dependent,
+                            const Params& params) {
+  cudaError_t err = set_smem_once<kKernel>(smem);
+  if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    err = set_smem_once<kKernel>(smem, /*forget=*/true);
+    if (err != cudaSuccess) return cuda_error((std::string(name) + ": cudaFuncSetAttribute").c_str(), err);
+    err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
+    if (err != cudaSuccess) return cuda_error((std::string(name) + " launch").c_str(), err);
+  }
+  return make_ok();
 }
 
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
-  cudaError_t err = set_smem(chunk_prep_kernel<kGate>, smem);
-  if (err != cudaSuccess) return cuda_error("chunk_prep_kernel: cudaFuncSetAttribute", err);
-  err = launch_kernel(chunk_prep_kernel<kGate>, dim3(static_cast<unsigned>(vchunks), HV), 128, smem, stream, false, pp);
-  if (err != cudaSuccess) return cuda_error("chunk_prep_kernel launch", err);
-  return make_ok();
+  return launch_with_smem<chunk_prep_kernel<kGate>>("chunk_prep_kernel", dim3(static_cast<unsigned>(vchunks), HV), 128,
+                                                    smem, stream, false, pp);
 }
 
 template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>
 kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
-  auto kernel = chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm>;
-  cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
-  if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
-  err = launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes), stream,
-                      dependent, rp);
-  if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel launch", err);
-  return make_ok();
+  return launch_with_smem<chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm>>(
+      "chunk_recurrence_kernel", dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes),
+      stream, dependent, rp);
 }
 
 int sm_count() {
@@ -166,7 +197,7 @@ kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaS
 
 size_t fwd_workspace_bytes(const Problem& pr) {
   const size_t cp = context_workspace_bytes(pr.N * pr.HV, make_plan(pr));
-  return cp == 0 ? records_bytes(pr) + kCheckBytes : context_offset(pr) + cp;
+  return cp == 0 ? sat_add(records_bytes(pr), kCheckBytes) : sat_add(context_offset(pr), cp);
 }
 
 kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, kda_stream_t stream_handle) {
@@ -224,8 +255,8 @@ kda_status fwd(const Problem& pr, void* workspace, size_t /*workspace_bytes*/, k
   rp.out_st = strides_of(a.out);
   rp.initial_state = a.initial_state.data;
   rp.final_state = a.final_state.data;
-  rp.initial_is_f32 = a.initial_state.dtype == KDA_DTYPE_F32;
-  rp.final_is_f32 = a.final_state.dtype == KDA_DTYPE_F32;
+  rp.initial_is_f32 = pr.has_initial_state && a.initial_state.dtype == KDA_DTYPE_F32;
+  rp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   rp.HV = static_cast<int32_t>(pr.HV);
   rp.records = records;
   rp.segments = plan.segments;

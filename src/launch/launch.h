@@ -9,7 +9,8 @@
 namespace kda::sm90 {
 
 // Device workspace the forward pass needs: a function of shapes, options and the current device's
-// SM count (through the recurrence plan, plan.h).
+// SM count (through the recurrence plan, plan.h). SIZE_MAX when it does not fit in size_t (the API
+// layer reports "sizes too large").
 size_t fwd_workspace_bytes(const Problem& problem);
 
 // Enqueues the forward pass on `stream`. Preconditions: `problem` validated for the device, the

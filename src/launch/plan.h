@@ -44,7 +44,7 @@ inline int64_t second_pass_ctas(int64_t units, const RecurrencePlan& p) {
 RecurrencePlan plan_recurrence(int64_t units, int64_t chunks, int sms, int forced_segments);
 
 // Float32 workspace of the context-parallel passes: (P-1) states and max(P-2, 0) transitions of
-// 128 x 128 per unit (0 for P = 1).
+// 128 x 128 per unit (0 for P = 1); SIZE_MAX when the product does not fit in size_t.
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan);
 
 }  // namespace kda::sm90

@@ -68,6 +68,15 @@ DeviceProblem::DeviceProblem(const kda_fwd_params& host) : host_(host), dev_(hos
     kda_tensor* h = tensors(host_, i);
     kda_tensor* d = tensors(dev_, i);
     if (h->data == nullptr) continue;
+    // A host buffer shared by two tensors (final_state = initial_state: in place) is one device buffer.
+    bool shared = false;
+    for (int j = 0; j < i && !shared; ++j) {
+      if (tensors(host_, j)->data == h->data) {
+        d->data = tensors(dev_, j)->data;
+        shared = true;
+      }
+    }
+    if (shared) continue;
     const size_t bytes = std::max<size_t>(16, tensor_extent(*h) * dtype_bytes(h->dtype));
     void* ptr = nullptr;
     check(cudaMalloc(&ptr, bytes), "cudaMalloc");
