@@ -122,6 +122,15 @@ TEST_F(Validation, DtypeOutsideTheEnum) {
   std::memcpy(&p_.q.dtype, &negative, sizeof(negative));
   ExpectInvalid({"q: expected dtype bf16", "got -1 (not a kda_dtype value)"});
 }
+// KDA_DTYPE_NONE is no dtype: it used to pass wherever only one dtype is accepted (the second
+// allowed value being NONE), and the CPU path then read bf16 data as f32 (found by the fuzzer).
+TEST_F(Validation, DtypeNoneIsRejected) {
+  p_.q.dtype = KDA_DTYPE_NONE;
+  ExpectInvalid({"q: expected dtype bf16", "got none"});
+  p_.q.dtype = KDA_DTYPE_BF16;
+  p_.A_log.dtype = KDA_DTYPE_NONE;
+  ExpectInvalid({"A_log: expected dtype f32", "got none"});
+}
 TEST_F(Validation, GateOutsideTheEnum) {
   const int32_t bad = -2147483647 - 1;
   std::memcpy(&p_.gate, &bad, sizeof(bad));

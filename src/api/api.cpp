@@ -121,7 +121,7 @@ kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, cons
   kda_tensor t;
   std::memset(&t, 0, sizeof(t));
   t.data = data;
-  t.dtype = dtype;  // copied as given (validation reads it as an integer)
+  std::memcpy(&t.dtype, &dtype, sizeof(dtype));  // any integer a C caller passed, copied as bytes
   // A rank outside [0, 4], or a NULL shape with a positive rank, gives rank -1: every entry point
   // rejects it, naming the tensor ("expected a 4-D tensor ..., got -1-D").
   if (ndim < 0 || ndim > 4 || (shape == nullptr && ndim > 0)) {

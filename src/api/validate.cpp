@@ -104,7 +104,7 @@ kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const i
                         shape_str(shape, ndim).c_str(), shape_hint, shape_str(t).c_str());
   }
   const int32_t dtype = raw_enum(t.dtype);
-  if (dtype != dt0 && dtype != dt1) {
+  if (dtype == KDA_DTYPE_NONE || (dtype != dt0 && dtype != dt1)) {  // dt1 may be NONE: "only dt0"
     if (dt1 == KDA_DTYPE_NONE || dt1 == dt0)
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected dtype %s, got %s", name, dtype_name(dt0),
                         dtype_str(dtype).c_str());
