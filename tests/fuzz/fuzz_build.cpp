@@ -154,7 +154,11 @@ void fill_cu(Problem* pr, Rng& rng, int64_t N, int64_t T, bool i32) {
   switch ((pr->h.cu >> 3) & 7) {
     case 1: cu[N] = T / 2; for (int64_t i = 1; i < N; ++i) cu[i] = std::min(cu[i], T / 2); break;
     case 2: cu[0] = std::min<int64_t>(3, cu[1]); break;
-    case 3: if (N >= 2) { cu[N - 1] = T; cu[N] = T / 2; } else { cu[1] = -5; } break;  // decreasing
+    case 3:  // decreasing: with N >= 3, sequence 2 covers tokens of sequence 0
+      cu[1] = T;
+      for (int64_t i = 2; i < N; ++i) cu[i] = T / 2;
+      if (N == 1) cu[1] = -5;
+      break;
     case 4: cu[N] = T + 5; break;
     case 5: cu[0] = -3; break;
     case 6: for (int64_t& c : cu) c = 0; break;

@@ -3,7 +3,8 @@
 // mutations of the corpus) from a seed for a number of iterations or seconds. Same harness as the
 // libFuzzer target (fuzz_case.h). Exit status 0; an invariant or sanitizer report aborts.
 //
-//   flash_kda_fuzz_driver [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose] [PATH ...]
+//   flash_kda_fuzz_driver [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
+//                         [--no-builtin] [PATH ...]
 //   flash_kda_fuzz_driver --emit-corpus DIR      (writes the regression inputs as files)
 #include <sys/stat.h>
 
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     else if (a == "--seconds") seconds = std::atof(next());
     else if (a == "--max-len") max_len = static_cast<size_t>(std::atoll(next()));
     else if (a == "--verbose") kda::fuzz::set_verbose(verbose = true);
+    else if (a == "--no-builtin") corpus.clear();  // only the inputs of the paths that follow
     else if (a == "--emit-corpus") {
       const std::string dir = next();
       mkdir(dir.c_str(), 0755);
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   if (iterations < 0 && seconds <= 0) return 0;
+  if (corpus.empty()) corpus = kda::fuzz::regression_inputs();  // mutation sources
   std::mt19937_64 rng(seed);
   long long runs = 0;
   const double t_random = elapsed();
