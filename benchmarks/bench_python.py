@@ -41,7 +41,8 @@ GROUPS = ("prefill", "prefill_small_heads", "decode")
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("cases_pos", nargs="?", metavar="cases.json", help="same as --cases")
-    p.add_argument("--cases", help="cases.json (default: ../shared/bench/cases.json or .gpu_data/cases.json)")
+    p.add_argument("--cases", help="cases.json (default: .gpu_data/cases.json, copied there by "
+                                   "scripts/prepare_gpu_data.sh --shared DIR)")
     p.add_argument("--groups", default=",".join(GROUPS), help="case groups to run (comma-separated)")
     p.add_argument("--only", nargs="+", default=[], help="only these case names (space or comma separated)")
     p.add_argument("--fla-cases", nargs="+", default=["prefill"],
@@ -57,11 +58,10 @@ def parse_args():
 
 
 def find_cases_file(arg):
-    for path in (arg, os.path.join(_REPO, "..", "shared", "bench", "cases.json"),
-                 os.path.join(_REPO, ".gpu_data", "cases.json")):
+    for path in (arg, os.path.join(_REPO, ".gpu_data", "cases.json")):
         if path and os.path.isfile(path):
             return os.path.abspath(path)
-    sys.exit("cases.json not found: pass its path (or run scripts/prepare_gpu_data.sh)")
+    sys.exit("cases.json not found: pass its path (or run scripts/prepare_gpu_data.sh --shared DIR)")
 
 
 def import_fla(fla_dir):

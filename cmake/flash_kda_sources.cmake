@@ -3,6 +3,7 @@ set(FLASH_KDA_SOURCES
   # public API: entry points, validation, dispatch to the GPU launcher or the CPU reference
   src/api/api.cpp
   src/api/validate.cpp
+  src/api/memory_rules.cpp
   # launchers: the only host code that knows grids, shared memory sizes and workspace layout
   src/launch/fwd_sm90.cu
   src/launch/plan.cpp

@@ -52,7 +52,11 @@ void load_chunk(const Problem& pr, const HeadParams<float>& hp, int64_t hv, int6
       for (int k = 0; k < D; ++k) c->kh[i][k] = c->qs[i][k] = c->vc[i][k] = a[k] = 0.0f;
       c->b[i] = 0.0f;
     }
-    for (int k = 0; k < D; ++k) c->G[i][k] = (i > 0 ? c->G[i - 1][k] : 0.0f) + a[k] * kLog2e;
+    for (int k = 0; k < D; ++k) {
+      float a2 = a[k] * kLog2e;
+      if (a2 < kMinLog2Decay) a2 = kMinLog2Decay;  // a gate of -inf or huge: decay exactly 0, no inf - inf
+      c->G[i][k] = (i > 0 ? c->G[i - 1][k] : 0.0f) + a2;
+    }
   }
 }
 

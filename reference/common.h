@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <type_traits>
 
 #include "reference/reference.h"
 #include "src/api/problem.h"
@@ -129,13 +131,34 @@ inline R gate_value(kda_gate gate, R g, R dt_bias, R exp_A_log, R lower_bound) {
   return g;
 }
 
-// y = x / sqrt(sum(x^2) + 1e-6); a zero vector gives zeros. y may alias x.
+// y = x / sqrt(sum(x^2) + 1e-6); a zero vector gives zeros. y may alias x. Overflow-safe: when the
+// sum of squares is not finite (float: |x| of 2^60 and more), the vector is scaled by an exact
+// power of two first and eps, negligible there, is dropped (the kernel's rule, gate_math.cuh).
 template <class R>
 inline void l2_normalize(const R* x, R* y, int64_t n) {
   R ss = R(0);
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  if (!(ss <= std::numeric_limits<R>::max())) {
+    const R f = std::is_same_v<R, float> ? R(0x1p-70) : R(0x1p-600);
+    R s2 = R(0);
+    for (int64_t i = 0; i < n; ++i) s2 += (x[i] * f) * (x[i] * f);
+    const R inv = R(1) / std::sqrt(s2);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * f) * inv;
+    return;
+  }
   const R inv = R(1) / std::sqrt(ss + R(1e-6));
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv;
+}
+
+// Overflow guards of the gates (the kernel's constants, src/kernels/sm90/gate_math.cuh; checked
+// equal by tests/test_kernel_math.cpp). The float32 chunked path floors the per-token log2-decay
+// at kMinLog2Decay (a decay of exactly 0 in float; cumulative sums stay finite); both paths cap
+// A_log where exp(A_log) would overflow their precision (inf · 0 = NaN in the gate otherwise).
+inline constexpr float kMinLog2Decay = -256.0f;
+template <class R>
+inline R exp_a_log_capped(R a_log) {
+  constexpr R cap = std::is_same_v<R, float> ? R(88) : R(700);
+  return std::exp(a_log > cap ? cap : a_log);  // NaN stays NaN
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,7 +195,7 @@ HeadParams<R> head_params(const Problem& pr, int64_t hv) {
   HeadParams<R> hp;
   hp.gate = p.gate;
   hp.lower_bound = static_cast<R>(p.lower_bound);
-  if (pr.has_A_log) hp.exp_A_log = std::exp(static_cast<R>(static_cast<const float*>(p.A_log.data)[hv]));
+  if (pr.has_A_log) hp.exp_A_log = exp_a_log_capped(static_cast<R>(static_cast<const float*>(p.A_log.data)[hv]));
   if (pr.has_dt_bias) {
     const float* db = static_cast<const float*>(p.dt_bias.data) + hv * pr.K;  // [HV, K] or [HV*K]
     for (int64_t k = 0; k < pr.K; ++k) hp.dt_bias[k] = static_cast<R>(db[k]);

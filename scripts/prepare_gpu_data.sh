@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Gathers what the GPU machine needs beside the repo into .gpu_data/ (git-ignored; pass it with
-# carry: [".gpu_data"]), because ../shared does not travel there:
-#   .gpu_data/golden/       copy of ../shared/golden          (tests/python/test_golden.py)
-#   .gpu_data/cases.json    copy of ../shared/bench/cases.json (benchmarks/bench_python.py)
-#   .gpu_data/fla/          flash-linear-attention's fla/ package from a fetched mirror, if any
-#                           (tests/python/test_fla.py, FLA columns of the benchmark); never committed
+# Gathers optional data for the GPU machine into .gpu_data/ (git-ignored; pass it with
+# carry: [".gpu_data"]). Nothing outside the repository is read unless named here:
+#   scripts/prepare_gpu_data.sh [--shared DIR] [--fla-mirror GIT_DIR]
+#   --shared DIR        a copy of the shared contract folder (holding golden/ and bench/cases.json):
+#                         .gpu_data/golden/     copy of DIR/golden (the independent golden check of
+#                                               tests/gpu and tests/python; optional: the generated
+#                                               in-repo vectors need nothing from here)
+#                         .gpu_data/cases.json  copy of DIR/bench/cases.json (the benchmarks)
+#   --fla-mirror GIT_DIR  a git directory of flash-linear-attention:
+#                         .gpu_data/fla/        its fla/ package (tests/python/test_fla.py, the FLA
+#                                               columns of the benchmark); never committed
 # The tests and the benchmark find these paths by themselves (or via FLASH_KDA_GOLDEN_DIR /
-# FLASH_KDA_FLA_DIR). FLA mirror: FLA_MIRROR=<git dir>, default /work/.mirror/fla-org+flash-linear-attention/repo
-# (commit used when this was written: bc3b101dcb713ddc5bd8924b66754eb68b5ccf89, FLA 0.5.2 main).
+# FLASH_KDA_FLA_DIR). FLA commit used when this was written: bc3b101dcb713ddc5bd8924b66754eb68b5ccf89
+# (FLA 0.5.2 main).
 set -euo pipefail
 
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+shared="" mirror=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --shared) shared="${2:?--shared needs a folder}"; shift 2 ;;
+    --fla-mirror) mirror="${2:?--fla-mirror needs a git directory}"; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) echo "error: unknown argument $1" >&2; usage 2 ;;
+  esac
+done
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-shared="${FLASH_KDA_SHARED_DIR:-$root/../shared}"
-mirror="${FLA_MIRROR:-/work/.mirror/fla-org+flash-linear-attention/repo}"
 dest="$root/.gpu_data"
 
 if ! git -C "$root" check-ignore -q "$dest/x"; then
@@ -22,25 +36,34 @@ fi
 rm -rf "$dest"
 mkdir -p "$dest"
 
-if [[ -d "$shared/golden" ]]; then
-  cp -r "$shared/golden" "$dest/golden"
-  chmod -R u+w "$dest/golden"
+if [[ -n "$shared" ]]; then
+  if [[ -d "$shared/golden" ]]; then
+    cp -r "$shared/golden" "$dest/golden"
+    chmod -R u+w "$dest/golden"
+  else
+    echo "warning: $shared/golden not found; the shared golden check will skip (the in-repo one runs)" >&2
+  fi
+  if [[ -f "$shared/bench/cases.json" ]]; then
+    cp "$shared/bench/cases.json" "$dest/cases.json"
+  else
+    echo "warning: $shared/bench/cases.json not found; the benchmark stages need it" >&2
+  fi
 else
-  echo "warning: $shared/golden not found; golden tests will skip" >&2
-fi
-if [[ -f "$shared/bench/cases.json" ]]; then
-  cp "$shared/bench/cases.json" "$dest/cases.json"
-else
-  echo "warning: $shared/bench/cases.json not found" >&2
+  echo "note: no --shared folder: no shared golden copy (its check skips) and no bench cases" >&2
 fi
 
-if [[ -d "$mirror" ]] && git --git-dir="$mirror" rev-parse --verify -q HEAD >/dev/null; then
-  commit="$(git --git-dir="$mirror" rev-parse HEAD)"
-  git --git-dir="$mirror" archive HEAD fla | tar -x -C "$dest"
-  echo "$commit" > "$dest/fla_commit.txt"
-  echo "FLA: fla/ from $mirror at $commit"
+if [[ -n "$mirror" ]]; then
+  if git --git-dir="$mirror" rev-parse --verify -q HEAD >/dev/null; then
+    commit="$(git --git-dir="$mirror" rev-parse HEAD)"
+    git --git-dir="$mirror" archive HEAD fla | tar -x -C "$dest"
+    echo "$commit" > "$dest/fla_commit.txt"
+    echo "FLA: fla/ from $mirror at $commit"
+  else
+    echo "error: $mirror is not a git directory with a HEAD" >&2
+    exit 1
+  fi
 else
-  echo "note: no FLA mirror at $mirror (fetch github:fla-org/flash-linear-attention); FLA tests will skip" >&2
+  echo "note: no --fla-mirror: FLA tests and FLA benchmark columns will skip" >&2
 fi
 
 du -sh "$dest"/* 2>/dev/null || true

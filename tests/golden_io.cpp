@@ -12,6 +12,9 @@
 #ifndef FLASH_KDA_SOURCE_DIR
 #define FLASH_KDA_SOURCE_DIR "."
 #endif
+#ifndef FLASH_KDA_REPO_GOLDEN_DIR
+#define FLASH_KDA_REPO_GOLDEN_DIR "tests/golden"
+#endif
 
 namespace kda::test {
 
@@ -93,10 +96,17 @@ const HostArray* GoldenCase::find(const std::string& name) const {
   return it == arrays.end() ? nullptr : &it->second;
 }
 
-std::string golden_dir() {
+std::string golden_dir(bool* named_by_env) {
   const char* env = std::getenv("FLASH_KDA_GOLDEN_DIR");
+  const bool named = env != nullptr && env[0] != '\0';
+  if (named_by_env != nullptr) *named_by_env = named;
+  return named ? std::string(env) : std::string(FLASH_KDA_SOURCE_DIR) + "/../shared/golden";
+}
+
+std::string repo_golden_dir() {
+  const char* env = std::getenv("FLASH_KDA_REPO_GOLDEN_DIR");
   if (env != nullptr && env[0] != '\0') return env;
-  return std::string(FLASH_KDA_SOURCE_DIR) + "/../shared/golden";
+  return FLASH_KDA_REPO_GOLDEN_DIR;
 }
 
 bool golden_available(const std::string& dir) {

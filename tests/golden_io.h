@@ -1,5 +1,6 @@
-// Golden test vectors (../shared/golden, format in shared/docs/spec.md §3): locating the folder,
-// loading one case (meta.json + raw little-endian arrays) into host buffers, building the
+// Golden test vectors (format in the shared contract, docs/spec.md §3): the repository's own
+// generated cases (golden_gen.h, always there after a build) and ../shared/golden (an extra,
+// independent check when present): locating the folders, loading one case (meta.json + raw little-endian arrays) into host buffers, building the
 // kda_fwd_params that describe it for given buffers (host or device), and the error metrics
 // (relative L2 error, NaN/Inf check). Used by the CPU tests and the GPU tests.
 #pragma once
@@ -42,8 +43,13 @@ struct GoldenCase {
   int64_t state_numel() const { return N * HV * V * K; }
 };
 
-// The golden folder: $FLASH_KDA_GOLDEN_DIR if set, else <source dir>/../shared/golden.
-std::string golden_dir();
+// The shared golden folder: $FLASH_KDA_GOLDEN_DIR if set, else <source dir>/../shared/golden.
+// *named_by_env (optional): whether the environment named it (a missing folder is then a failure,
+// not a skip).
+std::string golden_dir(bool* named_by_env = nullptr);
+// The repository's generated golden folder: $FLASH_KDA_REPO_GOLDEN_DIR if set, else
+// <build>/tests/golden (written by the build, target flash_kda_golden_data).
+std::string repo_golden_dir();
 // True when `dir`/index.json exists.
 bool golden_available(const std::string& dir);
 // Case names of `dir`/index.json (empty on error, with *error set).

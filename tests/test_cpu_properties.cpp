@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/common.h"
@@ -117,16 +119,17 @@ TEST_P(CpuPaths, RowsOutsideSequencesUntouched) {
 }
 
 TEST_P(CpuPaths, BadCuSeqlensContentsAreClamped) {
-  const std::vector<std::vector<int64_t>> bad = {
-      {0, 10, 4, 20},          // decreasing
-      {0, 5, 1000},            // past T
-      {7, 12, 20},             // not starting at 0
-      {-9, 5, 20},             // negative
-      {25, 30},                // entirely past T
-      {0, -3, 2147483647, 20}  // both ends at once
+  // Non-decreasing contents outside [0, B*T] are clamped (as on the GPU): no crash, finite values.
+  const std::vector<std::vector<int64_t>> clamped = {
+      {0, 5, 1000},                        // past T
+      {7, 12, 20},                         // not starting at 0
+      {-9, 5, 20},                         // negative
+      {25, 30},                            // entirely past T
+      {-3, 0, 2147483647, 2147483647, 20 + 2147483647LL}  // both ends at once
   };
-  for (const auto& cu : bad) {
+  for (const auto& cu : clamped) {
     for (kda_dtype cu_dtype : {KDA_DTYPE_I64, KDA_DTYPE_I32}) {
+      if (cu_dtype == KDA_DTYPE_I32 && cu.back() > 2147483647) continue;
       ProblemSpec spec;
       spec.T = 20, spec.HV = 2, spec.H = 2;
       spec.cu_seqlens = cu;
@@ -136,6 +139,45 @@ TEST_P(CpuPaths, BadCuSeqlensContentsAreClamped) {
       for (uint16_t x : rp.out) ASSERT_TRUE(std::isfinite(reference::bf16_to_float(x)));
       for (float x : rp.final_f32) ASSERT_TRUE(std::isfinite(x));
     }
+  }
+}
+
+// Decreasing entries make two sequences cover the same tokens: their rows of out would be written
+// by two workers in either order. The CPU path reads cu_seqlens on the host, so it always rejects
+// them, naming the entry (the GPU path does under check_cu_seqlens).
+TEST_P(CpuPaths, DecreasingCuSeqlensAreRejected) {
+  const std::vector<std::vector<int64_t>> bad = {{0, 10, 4, 20}, {0, -3, 2147483647, 20}, {0, 20, 0, 20}};
+  for (const auto& cu : bad) {
+    for (kda_dtype cu_dtype : {KDA_DTYPE_I64, KDA_DTYPE_I32}) {
+      ProblemSpec spec;
+      spec.T = 20, spec.HV = 2, spec.H = 2;
+      spec.cu_seqlens = cu;
+      spec.cu_dtype = cu_dtype;
+      RandomProblem rp = make_random_problem(spec);
+      kda_fwd_params p = rp.params();
+      const kda_status s = kda_fwd_cpu(&p, GetParam(), 2);
+      EXPECT_EQ(s.code, KDA_ERROR_INVALID_ARGUMENT) << s.message;
+      EXPECT_NE(std::string(s.message).find("cu_seqlens: expected non-decreasing entries"), std::string::npos)
+          << s.message;
+    }
+  }
+  // The whole opt-in check on the host: the same messages as the GPU check.
+  const std::vector<std::pair<std::vector<int64_t>, const char*>> checked = {
+      {{3, 10, 20}, "cu_seqlens: expected cu_seqlens[0] = 0, got 3"},
+      {{0, 10, 21}, "cu_seqlens: expected entries <= the packed length B*T = 20, got cu_seqlens[2] = 21"},
+      {{0, 12, 11}, "got cu_seqlens[2] = 11 < cu_seqlens[1] = 12"}};
+  for (const auto& [cu, message] : checked) {
+    ProblemSpec spec;
+    spec.T = 20;
+    spec.cu_seqlens = cu;
+    RandomProblem rp = make_random_problem(spec);
+    kda_fwd_params p = rp.params();
+    p.check_cu_seqlens = 1;
+    const kda_status s = kda_fwd_cpu(&p, GetParam(), 1);
+    EXPECT_EQ(s.code, KDA_ERROR_INVALID_ARGUMENT) << s.message;
+    EXPECT_NE(std::string(s.message).find(message), std::string::npos) << s.message;
+    p.check_cu_seqlens = 0;  // unchecked, only the decreasing one is an error
+    EXPECT_EQ(kda_fwd_cpu(&p, GetParam(), 1).code == KDA_OK, cu[2] >= cu[1]) << s.message;
   }
 }
 

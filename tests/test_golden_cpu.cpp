@@ -1,11 +1,22 @@
-// Golden cases (../shared/golden) against both CPU paths:
+// Golden-style cases against both CPU paths, from two sources:
+//  - the repository's generated cases (tests/golden_gen.h, written by the build into
+//    <build>/tests/golden, or $FLASH_KDA_REPO_GOLDEN_DIR): registered from a fixed list, so they
+//    exist whatever the data; a case whose data is missing fails. Their expected values come from
+//    the float64 recurrence, which is itself checked against an independent transcription
+//    (tests/naive_oracle.h);
+//  - ../shared/golden (or $FLASH_KDA_GOLDEN_DIR), made independently of this project: one test per
+//    check runs every case listed there; skipped, with a message, when the folder is absent (a
+//    failure when FLASH_KDA_GOLDEN_DIR names a folder that is not there).
+// Checks per case:
 //  - float64 recurrence: the unrounded out and final state (test hook; the params carry scale and
 //    lower_bound in float64, as the golden vectors were made) within 1e-10 of the golden values;
-//    the public kda_fwd_cpu result equals the hook's, rounded once (bf16 out, fp32 state).
+//    the public kda_fwd_cpu result equals the hook's, rounded once (bf16 out, fp32 state); the
+//    independent transcription within 1e-10 too;
 //  - float32 chunked algebra: the unrounded float32 out (test hook, before the bf16 rounding that
-//    alone costs ~1e-3) and the fp32 final state within 1e-4; the public result equals the hook's.
-//  - chunked algebra with every ChunkedRounding flag on (the GPU kernel's operand roundings): bf16
-//    out and fp32 state within the project's GPU tolerance (tolerances.json).
+//    alone costs ~1e-3) and the fp32 final state within 1e-4; the public result equals the hook's;
+//  - chunked algebra with the GPU kernel's operand roundings (ChunkedRounding: record, split state
+//    operand, U; Tb and P are hi/lo pairs in the kernel): bf16 out and fp32 state within the
+//    project's GPU tolerance (tolerances.json). Rounding Tb and P too is printed for information.
 // Each test prints the errors it measures ("[ errors ]" lines): run the binary to see the table.
 #include <gtest/gtest.h>
 
@@ -18,7 +29,9 @@
 
 #include "reference/common.h"
 #include "src/api/problem.h"
+#include "tests/golden_gen.h"
 #include "tests/golden_io.h"
+#include "tests/naive_oracle.h"
 
 namespace kda::test {
 namespace {
@@ -26,16 +39,6 @@ namespace {
 constexpr double kF64Tol = 1e-10;
 constexpr double kF32Tol = 1e-4;
 constexpr double kBf16OutBound = 0x1p-9 * 1.001;  // round-to-nearest of every element: <= 2^-9 relative
-constexpr const char* kMissing = "golden_folder_missing";
-
-std::vector<std::string> case_names() {
-  const std::string dir = golden_dir();
-  std::string error;
-  std::vector<std::string> names = golden_case_names(dir, &error);
-  if (names.empty()) names.push_back(kMissing);
-  return names;
-}
-
 void report(const std::string& name, const char* path, double out_err, double state_err) {
   std::printf("[ errors ] %-20s %-31s out %.4e  final_state %.4e\n", name.c_str(), path, out_err, state_err);
   std::fflush(stdout);
@@ -49,79 +52,73 @@ void report(const std::string& name, const char* path, double out_err, double st
   ::testing::Test::RecordProperty(key + "_final_state", value);
 }
 
-class GoldenCpu : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    dir_ = golden_dir();
-    if (GetParam() == kMissing || !golden_available(dir_))
-      GTEST_SKIP() << "golden folder not found: looked for " << dir_
-                   << "/index.json (set FLASH_KDA_GOLDEN_DIR to the shared/golden folder)";
-    std::string error;
-    ASSERT_TRUE(load_golden_case(dir_, GetParam(), &c_, &error)) << error;
-    expected_o_ = c_.find("expected_o")->to_f64();
-    expected_state_ = c_.find("expected_final_state")->to_f64();
-  }
+// Validates *p into *problem, which then points at *p: keep p alive while problem is used.
+void validate_into(const kda_fwd_params* p, Problem* problem) {
+  const kda_status s = validate(p, ValidateMode::kHost, problem);
+  ASSERT_EQ(s.code, KDA_OK) << s.message;
+}
 
-  // Validates *p into *problem, which then points at *p: keep p alive while problem is used.
-  static void validate_into(const kda_fwd_params* p, Problem* problem) {
-    const kda_status s = validate(p, ValidateMode::kHost, problem);
-    ASSERT_EQ(s.code, KDA_OK) << s.message;
-  }
-
-  std::string dir_;
-  GoldenCase c_;
-  std::vector<double> expected_o_, expected_state_;
-};
-
-TEST_P(GoldenCpu, RecurrenceF64) {
-  // The oracle against the golden oracle.
-  HostOutputs outs = make_host_outputs(c_);
-  const kda_fwd_params params = make_host_params(c_, &outs);
+// The oracle against the golden values, and the independent transcription.
+void check_recurrence_f64(const GoldenCase& c) {
+  const std::vector<double> expected_o = c.find("expected_o")->to_f64();
+  const std::vector<double> expected_state = c.find("expected_final_state")->to_f64();
+  HostOutputs outs = make_host_outputs(c);
+  const kda_fwd_params params = make_host_params(c, &outs);
   Problem problem;
   ASSERT_NO_FATAL_FAILURE(validate_into(&params, &problem));
-  std::vector<double> out_exact(expected_o_.size(), 0.0), state_exact(expected_state_.size(), 0.0);
+  std::vector<double> out_exact(expected_o.size(), 0.0), state_exact(expected_state.size(), 0.0);
   kda_status s = reference::fwd_recurrence_f64_ex(problem, 0, out_exact.data(), state_exact.data());
   ASSERT_EQ(s.code, KDA_OK) << s.message;
-  const double out_err = rel_l2(out_exact, expected_o_), state_err = rel_l2(state_exact, expected_state_);
-  report(c_.name, "f64 (unrounded)", out_err, state_err);
+  double out_err = rel_l2(out_exact, expected_o), state_err = rel_l2(state_exact, expected_state);
+  report(c.name, "f64 (unrounded)", out_err, state_err);
   EXPECT_LE(out_err, kF64Tol);
   EXPECT_LE(state_err, kF64Tol);
 
   // Public API: out rounded once to bf16, state once to fp32; identical to the hook's.
-  HostOutputs api_outs = make_host_outputs(c_);
-  kda_fwd_params api = make_host_params(c_, &api_outs);
+  HostOutputs api_outs = make_host_outputs(c);
+  kda_fwd_params api = make_host_params(c, &api_outs);
   s = kda_fwd_cpu(&api, KDA_CPU_RECURRENCE_F64, 0);
   ASSERT_EQ(s.code, KDA_OK) << s.message;
-  const double api_out_err = rel_l2(bf16_to_f64(api_outs.out), expected_o_);
-  const double api_state_err = rel_l2(f32_to_f64(api_outs.final_state), expected_state_);
-  report(c_.name, "f64 (api: bf16 out)", api_out_err, api_state_err);
+  const double api_out_err = rel_l2(bf16_to_f64(api_outs.out), expected_o);
+  const double api_state_err = rel_l2(f32_to_f64(api_outs.final_state), expected_state);
+  report(c.name, "f64 (api: bf16 out)", api_out_err, api_state_err);
   EXPECT_LE(api_out_err, kBf16OutBound);
   EXPECT_LE(api_state_err, 1e-7);
   EXPECT_EQ(api_outs.out, outs.out);
   EXPECT_EQ(api_outs.final_state, outs.final_state);
+
+  // The independent transcription (tests/naive_oracle.h).
+  std::vector<double> naive_o, naive_state;
+  naive_recurrence(c, &naive_o, &naive_state);
+  out_err = rel_l2(naive_o, expected_o), state_err = rel_l2(naive_state, expected_state);
+  report(c.name, "independent transcription", out_err, state_err);
+  EXPECT_LE(out_err, kF64Tol);
+  EXPECT_LE(state_err, kF64Tol);
 }
 
-TEST_P(GoldenCpu, ChunkedF32) {
-  HostOutputs hook_outs = make_host_outputs(c_), api_outs = make_host_outputs(c_);
-  const kda_fwd_params params = make_host_params(c_, &hook_outs);
+void check_chunked_f32(const GoldenCase& c) {
+  const std::vector<double> expected_o = c.find("expected_o")->to_f64();
+  const std::vector<double> expected_state = c.find("expected_final_state")->to_f64();
+  HostOutputs hook_outs = make_host_outputs(c), api_outs = make_host_outputs(c);
+  const kda_fwd_params params = make_host_params(c, &hook_outs);
   Problem problem;
   ASSERT_NO_FATAL_FAILURE(validate_into(&params, &problem));
-  std::vector<float> out_exact(expected_o_.size(), 0.0f), state_exact(expected_state_.size(), 0.0f);
+  std::vector<float> out_exact(expected_o.size(), 0.0f), state_exact(expected_state.size(), 0.0f);
   kda_status s = reference::fwd_chunked_f32_ex(problem, reference::ChunkedRounding{}, 0, out_exact.data(),
                                                state_exact.data());
   ASSERT_EQ(s.code, KDA_OK) << s.message;
-  const double out_err = rel_l2(f32_to_f64(out_exact), expected_o_);
-  const double state_err = rel_l2(f32_to_f64(state_exact), expected_state_);
-  report(c_.name, "chunked f32 (unrounded)", out_err, state_err);
+  const double out_err = rel_l2(f32_to_f64(out_exact), expected_o);
+  const double state_err = rel_l2(f32_to_f64(state_exact), expected_state);
+  report(c.name, "chunked f32 (unrounded)", out_err, state_err);
   EXPECT_LE(out_err, kF32Tol);
   EXPECT_LE(state_err, kF32Tol);
 
-  kda_fwd_params api = make_host_params(c_, &api_outs);
+  kda_fwd_params api = make_host_params(c, &api_outs);
   s = kda_fwd_cpu(&api, KDA_CPU_CHUNKED_F32, 0);
   ASSERT_EQ(s.code, KDA_OK) << s.message;
   const std::vector<double> api_out = bf16_to_f64(api_outs.out), api_state = f32_to_f64(api_outs.final_state);
-  const double api_out_err = rel_l2(api_out, expected_o_), api_state_err = rel_l2(api_state, expected_state_);
-  report(c_.name, "chunked f32 (api: bf16 out)", api_out_err, api_state_err);
+  const double api_out_err = rel_l2(api_out, expected_o), api_state_err = rel_l2(api_state, expected_state);
+  report(c.name, "chunked f32 (api: bf16 out)", api_out_err, api_state_err);
   EXPECT_LE(api_out_err, kBf16OutBound + kF32Tol);
   EXPECT_LE(api_state_err, kF32Tol);
   EXPECT_EQ(count_non_finite(api_out), 0u);
@@ -147,28 +144,51 @@ void run_rounded(const GoldenCase& c, const reference::ChunkedRounding& rounding
   *state_err = rel_l2(state, es);
 }
 
-TEST_P(GoldenCpu, ChunkedRoundingEmulationWithinGpuTolerance) {
-  reference::ChunkedRounding all;
-  all.round_record = all.round_state_operand = all.split_state_operand = all.round_u = all.round_small = true;
+void check_rounding_emulation(const GoldenCase& c, const std::string& dir) {
+  const std::vector<double> expected_o = c.find("expected_o")->to_f64();
+  const std::vector<double> expected_state = c.find("expected_final_state")->to_f64();
+  // The kernel's operand roundings: the record's Wd, Qp and Kr, the state operand as a bf16 hi + lo
+  // pair, U; Tb and P are carried as hi/lo pairs (chunk_prep_kernel phase 6), i.e. not rounded.
+  reference::ChunkedRounding kernel;
+  kernel.round_record = kernel.round_state_operand = kernel.split_state_operand = kernel.round_u = true;
   double out_err = 0, state_err = 0;
-  run_rounded(c_, all, expected_o_, expected_state_, &out_err, &state_err);
-  report(c_.name, "emulated GPU (all flags)", out_err, state_err);
+  run_rounded(c, kernel, expected_o, expected_state, &out_err, &state_err);
+  report(c.name, "emulated kernel (no Tb/P rounding)", out_err, state_err);
   double out_tol = 0, state_tol = 0;
-  golden_tolerance(dir_, c_.name, &out_tol, &state_tol);
+  golden_tolerance(dir, c.name, &out_tol, &state_tol);
   EXPECT_LE(out_err, out_tol);
   EXPECT_LE(state_err, state_tol);
 
-  // For information: the kernel's precision as docs/design.md §2.5 describes it (Tb and P not
-  // rounded), and the state operand rounded to bf16 instead of split into hi + lo.
-  reference::ChunkedRounding design = all;
-  design.round_small = false;
-  run_rounded(c_, design, expected_o_, expected_state_, &out_err, &state_err);
-  report(c_.name, "emulated design 2.5 (no Tb/P)", out_err, state_err);
+  // For information: Tb and P rounded to bf16 as well (every flag), and the state operand rounded
+  // to bf16 instead of split into hi + lo.
+  reference::ChunkedRounding all = kernel;
+  all.round_small = true;
+  run_rounded(c, all, expected_o, expected_state, &out_err, &state_err);
+  report(c.name, "emulated, all flags (Tb/P bf16)", out_err, state_err);
   reference::ChunkedRounding no_split = all;
   no_split.split_state_operand = false;
-  run_rounded(c_, no_split, expected_o_, expected_state_, &out_err, &state_err);
-  report(c_.name, "emulated (bf16 S, no split)", out_err, state_err);
+  run_rounded(c, no_split, expected_o, expected_state, &out_err, &state_err);
+  report(c.name, "emulated (bf16 S, no split)", out_err, state_err);
 }
+
+// --- the repository's generated cases: always registered; missing data is a failure.
+class RepoGoldenCpu : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = repo_golden_dir();
+    std::string error;
+    ASSERT_TRUE(golden_available(dir_)) << "in-repo golden vectors missing: no " << dir_
+                                        << "/index.json (the build writes them: cmake --build <build>, target "
+                                           "flash_kda_golden_data; or tests/flash_kda_make_golden DIR)";
+    ASSERT_TRUE(load_golden_case(dir_, GetParam(), &c_, &error)) << error;
+  }
+  std::string dir_;
+  GoldenCase c_;
+};
+
+TEST_P(RepoGoldenCpu, RecurrenceF64) { check_recurrence_f64(c_); }
+TEST_P(RepoGoldenCpu, ChunkedF32) { check_chunked_f32(c_); }
+TEST_P(RepoGoldenCpu, ChunkedRoundingEmulationWithinGpuTolerance) { check_rounding_emulation(c_, dir_); }
 
 std::string case_test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = info.param;
@@ -177,7 +197,48 @@ std::string case_test_name(const ::testing::TestParamInfo<std::string>& info) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, GoldenCpu, ::testing::ValuesIn(case_names()), case_test_name);
+INSTANTIATE_TEST_SUITE_P(Repo, RepoGoldenCpu, ::testing::ValuesIn(repo_golden_case_names()), case_test_name);
+
+// --- ../shared/golden: every case it lists, found at run time.
+// The shared cases, or why they cannot run: *skip set (folder absent, not asked for) or a failure
+// added (folder named by FLASH_KDA_GOLDEN_DIR but absent, or an empty or unreadable index).
+std::vector<std::string> shared_cases(std::string* dir, std::string* skip) {
+  bool named = false;
+  *dir = golden_dir(&named);
+  if (!golden_available(*dir)) {
+    if (named)
+      ADD_FAILURE() << "FLASH_KDA_GOLDEN_DIR names " << *dir << ", which has no index.json";
+    else
+      *skip = "../shared/golden not found (looked for " + *dir +
+              "/index.json): the independent shared check is skipped; the in-repo cases (Repo/RepoGoldenCpu) ran";
+    return {};
+  }
+  std::string error;
+  std::vector<std::string> names = golden_case_names(*dir, &error);
+  if (names.empty()) ADD_FAILURE() << *dir << "/index.json lists no case" << (error.empty() ? "" : ": " + error);
+  return names;
+}
+
+#define KDA_FOR_EACH_SHARED_CASE(body)                                           \
+  std::string dir, skip;                                                         \
+  const std::vector<std::string> names = shared_cases(&dir, &skip);              \
+  if (!skip.empty()) GTEST_SKIP() << skip;                                       \
+  for (const std::string& name : names) {                                       \
+    SCOPED_TRACE("shared golden case " + name);                                  \
+    GoldenCase c;                                                                \
+    std::string error;                                                           \
+    if (!load_golden_case(dir, name, &c, &error)) {                              \
+      ADD_FAILURE() << error;                                                    \
+      continue;                                                                  \
+    }                                                                            \
+    body;                                                                        \
+  }
+
+TEST(SharedGoldenCpu, RecurrenceF64) { KDA_FOR_EACH_SHARED_CASE(check_recurrence_f64(c)); }
+TEST(SharedGoldenCpu, ChunkedF32) { KDA_FOR_EACH_SHARED_CASE(check_chunked_f32(c)); }
+TEST(SharedGoldenCpu, ChunkedRoundingEmulationWithinGpuTolerance) {
+  KDA_FOR_EACH_SHARED_CASE(check_rounding_emulation(c, dir));
+}
 
 }  // namespace
 }  // namespace kda::test

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "reference/common.h"
 #include "src/kernels/sm90/gate_math.cuh"
 
 namespace kda::test {
@@ -86,6 +87,51 @@ TEST(KernelMath, Exp2OfDecaysStaysInRange) {
   EXPECT_TRUE(std::isfinite(sm90::exp2_fast(g)));
   EXPECT_GT(sm90::exp2_fast(-g), 0.0f);
   EXPECT_NEAR(sm90::exp2_fast(-g) * sm90::exp2_fast(g), 1.0f, 1e-6f);
+}
+
+
+// The overflow guards (gate_math.cuh): the kernel's constants are the CPU chunked path's, the
+// floor gives a decay of exactly 0 and finite cumulative sums, the capped rate is finite, the
+// folded offset never makes g · nc1 + nd an inf - inf, and NaN stays NaN everywhere.
+TEST(KernelMath, OverflowGuardsMatchTheReferenceAndStayFinite) {
+  EXPECT_EQ(sm90::kMinLog2Decay, reference::kMinLog2Decay);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(sm90::clamp_log2_decay(-inf), sm90::kMinLog2Decay);
+  EXPECT_EQ(sm90::clamp_log2_decay(-3e38f), sm90::kMinLog2Decay);
+  EXPECT_EQ(sm90::clamp_log2_decay(-7.5f), -7.5f);
+  EXPECT_TRUE(std::isnan(sm90::clamp_log2_decay(std::nanf(""))));
+  EXPECT_EQ(sm90::exp2_fast(sm90::kMinLog2Decay), 0.0f);
+  const float sum16 = 16.0f * sm90::kMinLog2Decay;
+  EXPECT_TRUE(std::isfinite(sum16 - sum16));
+  // A softplus gate of +inf, floored: a decay of exactly 0, never NaN.
+  const float a2 = sm90::clamp_log2_decay(sm90::gate_log_decay<GateKind::kSoftplus>(inf, 1.0f, 0.0f) * sm90::kLog2e);
+  EXPECT_EQ(a2, sm90::kMinLog2Decay);
+
+  for (float a_log : {100.0f, 1e30f, inf}) {
+    const float ea = sm90::exp_a_log_capped(a_log);
+    EXPECT_TRUE(std::isfinite(ea)) << a_log;
+    EXPECT_EQ(ea, reference::exp_a_log_capped(a_log)) << a_log;
+    EXPECT_EQ(sm90::gate_log_decay<GateKind::kBounded>(0.0f, ea, -5.0f), -2.5f);  // inf · 0 used to be NaN
+    EXPECT_FALSE(std::isnan(sm90::gate_log_decay<GateKind::kSoftplus>(-200.0f, ea, 0.0f)));
+  }
+  EXPECT_TRUE(std::isnan(sm90::exp_a_log_capped(std::nanf(""))));
+  EXPECT_FLOAT_EQ(sm90::exp_a_log_capped(0.5f), std::exp(0.5f));
+
+  // Folded bounded gate with a huge rate and dt_bias: g·nc1 = +inf against nd = -inf gave NaN.
+  const sm90::BoundedGateConstants k = sm90::bounded_gate_constants(sm90::exp_a_log_capped(100.0f), -5.0f);
+  const float nd = sm90::clamp_folded_offset(2.0f * k.nc1);
+  EXPECT_TRUE(std::isfinite(nd));
+  const float got = sm90::bounded_log2_decay(-3.0f, nd, k);  // g + dt_bias = -1: decay ~ 0
+  EXPECT_FALSE(std::isnan(got));
+  EXPECT_NEAR(got, 0.0f, 1e-6f);
+  EXPECT_TRUE(std::isnan(sm90::clamp_folded_offset(std::nanf(""))));
+
+  // The L2 rescale factor: rows of the largest bf16 have finite scaled sums of squares, and the
+  // smallest row that overflows keeps its largest element normal.
+  const float big = 0x1.fep127f * sm90::kL2RescaleFactor;
+  EXPECT_TRUE(std::isfinite(128.0f * big * big));
+  const float small = 0x1p60f * sm90::kL2RescaleFactor;
+  EXPECT_GT(small * small, std::numeric_limits<float>::min());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // warm-up. Host-only: the choice is a pure function of the request.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include "src/launch/plan.h"
 
 namespace kda::sm90 {
@@ -147,6 +149,15 @@ TEST(Plan, CtasAndWorkspace) {
   p.method = SplitMethod::kNone;
   EXPECT_EQ(second_pass_ctas(3, p), 0);
   EXPECT_EQ(context_workspace_bytes(3, p), 0u);
+}
+
+// 2^46 units x 125 states of 64 KiB do not fit in 64 bits: SIZE_MAX ("too large"), not a wrapped size.
+TEST(Plan, WorkspaceSaturatesInsteadOfWrapping) {
+  RecurrencePlan p;
+  p.method = SplitMethod::kExact;
+  p.segments = 64;
+  EXPECT_EQ(context_workspace_bytes(int64_t{1} << 46, p), SIZE_MAX);
+  EXPECT_EQ(context_workspace_bytes(int64_t{1} << 30, p), (size_t{1} << 30) * 125u * 128u * 128u * 4u);
 }
 
 }  // namespace

@@ -22,7 +22,14 @@
  *
  * K = V = 128. The last dimension of every tensor must be contiguous (stride 1); the other strides
  * are free (non-negative) for q, k, v, g, beta and out; states, A_log, dt_bias and cu_seqlens must
- * be contiguous.
+ * be contiguous. Data pointers are aligned to their element size (kda_fwd: rows to 16 bytes).
+ *
+ * Memory: inputs may share memory with each other. Every element of out has its own address
+ * (strides that make rows alias are rejected). out and final_state share no byte with any other
+ * tensor or the workspace, with one exception: final_state may be exactly initial_state (same
+ * pointer and dtype), the state then being updated in place. Overlap is judged on the byte range
+ * from a tensor's first to its last element, so a written tensor interleaved with another inside
+ * one allocation is rejected too.
  *
  * Contract of kda_fwd: it validates everything that can be checked without touching device memory
  * and returns an error naming the argument, the expectation and what was given before any kernel
@@ -96,17 +103,21 @@ typedef struct kda_fwd_params {
   kda_tensor A_log, dt_bias;
   kda_tensor initial_state, final_state;
   kda_tensor cu_seqlens;
-  double scale;         /* output scale, usually 1/sqrt(K) (the kernels use it in fp32; the
-                           CPU float64 recurrence in float64) */
-  double lower_bound;   /* KDA_GATE_BOUNDED only: in [-5, 0) (idem) */
-  kda_gate gate;
+  double scale;         /* output scale, usually 1/sqrt(K); |scale| <= 65536 (the kernels use it in
+                           fp32; the CPU float64 recurrence in float64) */
+  double lower_bound;   /* KDA_GATE_BOUNDED only: in [-5, 0), non-zero in fp32 (idem) */
+  kda_gate gate;        /* enum fields (here and in kda_tensor) are validated as integers */
   int32_t beta_sigmoid;     /* 1: beta holds logits, b = sigmoid(beta); 0: b = beta */
   int32_t qk_l2norm;        /* 1: q and k are L2-normalised over K inside (eps 1e-6 under the sqrt) */
   int32_t allow_neg_eigval; /* 1: b is doubled (b in (0, 2)) */
-  /* Opt-in: check the contents of cu_seqlens on the device (starts at 0, non-decreasing, ends at
-     B*T) and return KDA_ERROR_INVALID_ARGUMENT naming the first bad entry. This synchronises the
-     stream and cannot be used under CUDA-graph capture. Without it, bad contents never cause an
-     out-of-bounds access: each sequence is clamped to [0, B*T]. */
+  /* Opt-in: check the contents of cu_seqlens on the device (starts at 0, non-decreasing, entries
+     <= B*T) and return KDA_ERROR_INVALID_ARGUMENT naming the first bad entry. This synchronises
+     the stream and cannot be used under CUDA-graph capture. Without it, bad contents never cause
+     an out-of-bounds access: each entry is clamped to [0, B*T]; non-decreasing contents then give
+     well-defined results, while a decreasing entry (two sequences covering the same tokens) leaves
+     the rows of out and the final states of the sequences involved unspecified (possibly
+     different from run to run). kda_fwd_cpu reads cu_seqlens on the host: it always rejects
+     decreasing entries, and applies the whole check when this flag is set. */
   int32_t check_cu_seqlens;
   /* Intra-card context parallelism (GPU only; the CPU paths ignore it): 0 = automatic (long
      sequences with few heads are split into segments when that is faster on this GPU); 1 = never;
@@ -140,17 +151,24 @@ typedef struct kda_status {
    beta_sigmoid = qk_l2norm = 1, scale = 1/sqrt(128)). */
 void kda_fwd_params_init(kda_fwd_params* params);
 
-/* A contiguous (row-major) tensor view of the given shape. */
+/* A contiguous (row-major) tensor view of the given shape. A rank outside [0, 4], or a NULL shape
+   with a positive rank, gives a tensor of rank -1 that every entry point rejects; strides past
+   int64 saturate at INT64_MAX (rejected as too large). */
 kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, const int64_t* shape);
 
 /* Bytes of device workspace kda_fwd needs for these shapes (depends on shapes, options and, through
-   the automatic context_split, the current device's SM count).
-   Validates params like kda_fwd, without looking at pointers' memory. */
+   the automatic context_split, the current device's SM count; an error when it would not fit in
+   size_t). Validates params like kda_fwd, from shapes only: data pointers are neither read nor
+   compared (frameworks may pass one stand-in pointer for every tensor). */
 kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes);
 
 /* Validate, then enqueue the forward pass on `stream` (CUDA device pointers, current device,
    which must have compute capability 9.0). `workspace` is device memory of at least
-   kda_fwd_workspace_size bytes, 256-byte aligned; its contents on entry do not matter. */
+   kda_fwd_workspace_size bytes, 256-byte aligned; its contents on entry do not matter. Every
+   argument the host can check (params, memory rules, workspace size and alignment) is checked
+   before the device and the pointers' memory types. Thread-safe: calls from several host threads
+   on several streams, each with its own workspace, give the results of the same calls made one by
+   one (the library holds no mutable state but a once-per-device kernel attribute). */
 kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspace_bytes,
                    kda_stream_t stream);
 

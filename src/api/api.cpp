@@ -7,6 +7,8 @@
 
 #include "flash_kda/flash_kda.h"
 #include "reference/reference.h"
+#include "src/api/checked_math.h"
+#include "src/api/memory_rules.h"
 #include "src/api/problem.h"
 #include "src/launch/launch.h"
 
@@ -54,6 +56,33 @@ kda_status check_pointer(const char* name, const void* ptr, int device) {
   return make_ok();
 }
 
+// Contents of a host cu_seqlens (kda_fwd_cpu). Always: non-decreasing entries, since a decreasing
+// entry makes two sequences cover the same tokens (their rows of out would be written twice, in
+// an order that depends on the thread schedule). `full` (check_cu_seqlens): also cu_seqlens[0] = 0
+// and every entry <= B*T, with the first bad entry reported as the GPU check reports it.
+kda_status check_cu_seqlens_host(const kda::Problem& pr, bool full) {
+  const kda_tensor& cu = pr.params->cu_seqlens;
+  const bool i32 = kda::raw_enum(cu.dtype) == KDA_DTYPE_I32;
+  auto entry = [&](int64_t i) -> long long {
+    return i32 ? static_cast<const int32_t*>(cu.data)[i] : static_cast<const int64_t*>(cu.data)[i];
+  };
+  for (int64_t i = 0; i <= pr.N; ++i) {
+    const long long x = entry(i);
+    if (full && i == 0 && x != 0)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "cu_seqlens: expected cu_seqlens[0] = 0, got %lld", x);
+    if (i > 0 && x < entry(i - 1))
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "cu_seqlens: expected non-decreasing entries (a decreasing entry makes sequences overlap), "
+                        "got cu_seqlens[%lld] = %lld < cu_seqlens[%lld] = %lld",
+                        static_cast<long long>(i), x, static_cast<long long>(i - 1), entry(i - 1));
+    if (full && x > pr.T_total)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "cu_seqlens: expected entries <= the packed length B*T = %lld, got cu_seqlens[%lld] = %lld",
+                        static_cast<long long>(pr.T_total), static_cast<long long>(i), x);
+  }
+  return make_ok();
+}
+
 kda_status check_pointers(const kda_fwd_params& p, int device) {
   const struct {
     const char* name;
@@ -92,43 +121,74 @@ kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, cons
   kda_tensor t;
   std::memset(&t, 0, sizeof(t));
   t.data = data;
-  t.dtype = dtype;
+  std::memcpy(&t.dtype, &dtype, sizeof(dtype));  // any integer a C caller passed, copied as bytes
+  // A rank outside [0, 4], or a NULL shape with a positive rank, gives rank -1: every entry point
+  // rejects it, naming the tensor ("expected a 4-D tensor ..., got -1-D").
+  if (ndim < 0 || ndim > 4 || (shape == nullptr && ndim > 0)) {
+    t.ndim = -1;
+    return t;
+  }
   t.ndim = ndim;
+  // Row-major strides; a product past int64 saturates to INT64_MAX, which validation reports as
+  // "sizes too large to index" (no signed overflow).
   int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0 && d < 4; --d) {
+  for (int d = ndim - 1; d >= 0; --d) {
     t.shape[d] = shape[d];
     t.stride[d] = stride;
-    stride *= shape[d];
+    if (stride != INT64_MAX && !kda::checked_mul(stride, shape[d] < 0 ? int64_t{0} : shape[d], &stride))
+      stride = INT64_MAX;
   }
   return t;
 }
+
+namespace {
+
+// Workspace bytes for a validated problem, or an error when they do not fit in size_t (the
+// launcher's sizes saturate at SIZE_MAX).
+kda_status workspace_bytes(const kda::Problem& problem, const kda::sm90::RecurrencePlan& plan, size_t* bytes) {
+  *bytes = kda::sm90::fwd_workspace_bytes(problem, plan);
+  if (*bytes == SIZE_MAX)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "workspace: sizes too large: N = %lld sequences x HV = %lld value heads of B*T = %lld tokens "
+                      "(context_split %d) need more workspace bytes than size_t holds",
+                      static_cast<long long>(problem.N), static_cast<long long>(problem.HV),
+                      static_cast<long long>(problem.T_total), problem.params->context_split);
+  return make_ok();
+}
+
+}  // namespace
 
 kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes) {
   if (bytes == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "bytes: expected a non-null pointer, got NULL");
   kda::Problem problem;
   KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kShapesOnly, &problem));
-  *bytes = kda::sm90::fwd_workspace_bytes(problem, kda::sm90::fwd_plan(problem));
+  size_t needed = 0;
+  KDA_RETURN_IF_ERROR(workspace_bytes(problem, kda::sm90::fwd_plan(problem), &needed));
+  *bytes = needed;
   return make_ok();
 }
 
-kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspace_bytes, kda_stream_t stream) {
+kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspace_bytes_given, kda_stream_t stream) {
+  // Everything the host can check comes first (arguments, memory rules, workspace), then the device.
   kda::Problem problem;
   KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kDevice, &problem));
-  int device = -1;
-  KDA_RETURN_IF_ERROR(check_device(&device));
-  KDA_RETURN_IF_ERROR(check_pointers(*params, device));
   const kda::sm90::RecurrencePlan plan = kda::sm90::fwd_plan(problem);
-  const size_t needed = kda::sm90::fwd_workspace_bytes(problem, plan);
-  if (workspace_bytes < needed)
+  size_t needed = 0;
+  KDA_RETURN_IF_ERROR(workspace_bytes(problem, plan, &needed));
+  if (workspace_bytes_given < needed)
     return make_error(KDA_ERROR_WORKSPACE_TOO_SMALL, "workspace: expected at least %zu bytes (kda_fwd_workspace_size), got %zu",
-                      needed, workspace_bytes);
+                      needed, workspace_bytes_given);
   if (needed > 0) {
     if (workspace == nullptr)
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "workspace: expected %zu bytes of device memory, got NULL", needed);
     if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "workspace: expected a 256-byte aligned pointer, got %p", workspace);
-    KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, device));
+    KDA_RETURN_IF_ERROR(kda::check_workspace_overlaps(*params, workspace, needed));
   }
+  int device = -1;
+  KDA_RETURN_IF_ERROR(check_device(&device));
+  KDA_RETURN_IF_ERROR(check_pointers(*params, device));
+  if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, device));
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
   return kda::sm90::fwd(problem, plan, workspace, stream);
@@ -137,15 +197,15 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
 kda_status kda_fwd_cpu(const kda_fwd_params* params, kda_cpu_algorithm algorithm, int32_t num_threads) {
   kda::Problem problem;
   KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kHost, &problem));
-  switch (algorithm) {
-    case KDA_CPU_RECURRENCE_F64:
-      return kda::reference::fwd_recurrence_f64(problem, num_threads);
-    case KDA_CPU_CHUNKED_F32:
-      return kda::reference::fwd_chunked_f32(problem, kda::reference::ChunkedRounding{}, num_threads);
-  }
-  return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                    "algorithm: expected KDA_CPU_RECURRENCE_F64 (0) or KDA_CPU_CHUNKED_F32 (1), got %d",
-                    static_cast<int>(algorithm));
+  const int32_t algo = kda::raw_enum(algorithm);  // any integer may arrive here
+  if (algo != KDA_CPU_RECURRENCE_F64 && algo != KDA_CPU_CHUNKED_F32)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "algorithm: expected KDA_CPU_RECURRENCE_F64 (0) or KDA_CPU_CHUNKED_F32 (1), got %d", algo);
+  // Host memory: cu_seqlens is read here at no cost. Decreasing entries (sequences that overlap)
+  // are always rejected; the whole opt-in check (starts at 0, ends within B*T) when requested.
+  if (problem.varlen) KDA_RETURN_IF_ERROR(check_cu_seqlens_host(problem, params->check_cu_seqlens != 0));
+  if (algo == KDA_CPU_RECURRENCE_F64) return kda::reference::fwd_recurrence_f64(problem, num_threads);
+  return kda::reference::fwd_chunked_f32(problem, kda::reference::ChunkedRounding{}, num_threads);
 }
 
 const char* kda_status_code_name(int32_t code) {

@@ -2,6 +2,7 @@
 // Produced by kda::validate (validate.cpp); consumed by the GPU launcher and the CPU reference.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "flash_kda/flash_kda.h"
@@ -43,7 +44,9 @@ kda_status make_error(kda_status_code code, const char* fmt, ...)
 #endif
     ;
 
-const char* dtype_name(kda_dtype dtype);
+// Name and element size of a dtype given as a raw integer ("unknown" and 0 outside the enum).
+const char* dtype_name(int32_t dtype);
+size_t dtype_bytes(int32_t dtype);
 
 // Returns the status of `expr` from the enclosing function unless it is KDA_OK.
 #define KDA_RETURN_IF_ERROR(expr)             \

@@ -7,9 +7,15 @@
 #include <cstring>
 #include <string>
 
+#include "src/api/checked_math.h"
+#include "src/api/memory_rules.h"
 #include "src/api/problem.h"
 
 namespace kda {
+
+namespace {
+constexpr double kMaxScale = 65536.0;  // |scale| bound: fp32 holds it with room to spare
+}  // namespace
 
 kda_status make_ok() {
   kda_status s;
@@ -28,7 +34,7 @@ kda_status make_error(kda_status_code code, const char* fmt, ...) {
   return s;
 }
 
-const char* dtype_name(kda_dtype dtype) {
+const char* dtype_name(int32_t dtype) {
   switch (dtype) {
     case KDA_DTYPE_NONE: return "none";
     case KDA_DTYPE_BF16: return "bf16";
@@ -39,6 +45,15 @@ const char* dtype_name(kda_dtype dtype) {
     case KDA_DTYPE_F64: return "f64";
   }
   return "unknown";
+}
+
+size_t dtype_bytes(int32_t dtype) {
+  switch (dtype) {
+    case KDA_DTYPE_BF16: case KDA_DTYPE_F16: return 2;
+    case KDA_DTYPE_F32: case KDA_DTYPE_I32: return 4;
+    case KDA_DTYPE_I64: case KDA_DTYPE_F64: return 8;
+  }
+  return 0;
 }
 
 namespace {
@@ -69,8 +84,15 @@ bool missing(const kda_tensor& t) {
   return true;
 }
 
+// "bf16", or "77 (not a kda_dtype value)" for a raw value outside the enum.
+std::string dtype_str(int32_t dtype) {
+  if (dtype_bytes(dtype) != 0 || dtype == KDA_DTYPE_NONE) return dtype_name(dtype);
+  return std::to_string(dtype) + " (not a kda_dtype value)";
+}
+
 // Rank, shape, dtype (one of two) and stride rules of one tensor. `contiguous` requires a dense
 // row-major layout; otherwise only the last dimension must be contiguous and strides non-negative.
+// The dtype is read as a raw integer (the caller's field may hold any value).
 kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const int64_t* shape,
                         kda_dtype dt0, kda_dtype dt1, bool contiguous, const char* shape_hint) {
   if (t.ndim != ndim)
@@ -81,14 +103,16 @@ kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const i
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected shape %s %s, got %s", name,
                         shape_str(shape, ndim).c_str(), shape_hint, shape_str(t).c_str());
   }
-  if (t.dtype != dt0 && t.dtype != dt1) {
+  const int32_t dtype = raw_enum(t.dtype);
+  if (dtype == KDA_DTYPE_NONE || (dtype != dt0 && dtype != dt1)) {  // dt1 may be NONE: "only dt0"
     if (dt1 == KDA_DTYPE_NONE || dt1 == dt0)
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected dtype %s, got %s", name, dtype_name(dt0),
-                        dtype_name(t.dtype));
+                        dtype_str(dtype).c_str());
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected dtype %s or %s, got %s", name, dtype_name(dt0),
-                      dtype_name(dt1), dtype_name(t.dtype));
+                      dtype_name(dt1), dtype_str(dtype).c_str());
   }
   int64_t expect = 1;
+  bool expect_fits = true;  // false once the dense stride of the dimensions so far overflows
   for (int d = ndim - 1; d >= 0; --d) {
     if (t.stride[d] < 0)
       return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected non-negative strides, got stride[%d] = %lld",
@@ -97,35 +121,54 @@ kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const i
       return make_error(KDA_ERROR_INVALID_ARGUMENT,
                         "%s: expected the last dimension to be contiguous (stride 1), got stride %lld", name,
                         static_cast<long long>(t.stride[d]));
-    if (contiguous && t.shape[d] > 1 && t.stride[d] != expect)
-      return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                        "%s: expected a contiguous tensor (stride[%d] = %lld), got stride[%d] = %lld", name, d,
-                        static_cast<long long>(expect), d, static_cast<long long>(t.stride[d]));
-    expect *= t.shape[d];
+    if (contiguous && t.shape[d] > 1) {
+      if (!expect_fits)
+        return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                          "%s: sizes too large to index: shape %s has more than 2^63 elements", name,
+                          shape_str(t).c_str());
+      if (t.stride[d] != expect)
+        return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                          "%s: expected a contiguous tensor (stride[%d] = %lld), got stride[%d] = %lld", name, d,
+                          static_cast<long long>(expect), d, static_cast<long long>(t.stride[d]));
+    }
+    if (expect_fits && t.shape[d] >= 0) expect_fits = checked_mul(expect, t.shape[d], &expect);
   }
-  // The largest element offset, sum (shape[d] - 1) * stride[d], must fit comfortably in int64.
-  constexpr int64_t kMaxOffset = int64_t{1} << 62;
-  int64_t reach = 0;
+  // The byte offset one past the last element, (1 + sum (shape[d] - 1) * stride[d]) * element size,
+  // must fit comfortably in int64 (2^62 bytes).
+  constexpr int64_t kMaxBytes = int64_t{1} << 62;
+  const int64_t elem = static_cast<int64_t>(dtype_bytes(dtype));
+  int64_t reach = 1;  // elements
   for (int d = 0; d < ndim; ++d) {
     if (t.shape[d] <= 1 || t.stride[d] == 0) continue;
-    if (t.shape[d] - 1 > (kMaxOffset - reach) / t.stride[d])
+    int64_t span = 0;
+    if (!checked_mul(t.shape[d] - 1, t.stride[d], &span) || !checked_add(reach, span, &reach) ||
+        reach > kMaxBytes / elem)
       return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                        "%s: sizes too large to index: shape %s with stride[%d] = %lld reaches past 2^62 elements",
+                        "%s: sizes too large to index: shape %s with stride[%d] = %lld reaches past 2^62 bytes",
                         name, shape_str(t).c_str(), d, static_cast<long long>(t.stride[d]));
-    reach += (t.shape[d] - 1) * t.stride[d];
   }
+  return make_ok();
+}
+
+// Host and device paths: every element is read or written through a pointer of its type, so the
+// data pointer must be a multiple of the element size.
+kda_status check_element_alignment(const char* name, const kda_tensor& t) {
+  const size_t elem = dtype_bytes(raw_enum(t.dtype));  // validated
+  if (t.data != nullptr && elem != 0 && reinterpret_cast<uintptr_t>(t.data) % elem != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected a data pointer aligned to its element size (%zu bytes), got %p",
+                      name, elem, t.data);
   return make_ok();
 }
 
 // GPU path: rows are read with 16-byte vector loads, so the base pointer must be 16-byte aligned and
 // every stride but the last a multiple of 16 bytes.
 kda_status check_row_alignment(const char* name, const kda_tensor& t) {
-  const int64_t elem = t.dtype == KDA_DTYPE_F32 ? 4 : 2;
+  const int64_t elem = static_cast<int64_t>(dtype_bytes(raw_enum(t.dtype)));  // validated: 2 or 4
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected a 16-byte aligned data pointer, got %p", name,
                       t.data);
   for (int d = 0; d + 1 < t.ndim; ++d) {
-    if (t.shape[d] > 1 && (t.stride[d] * elem) % 16 != 0)
+    if (t.shape[d] > 1 && t.stride[d] % (16 / elem) != 0)  // stride * elem could overflow
       return make_error(KDA_ERROR_INVALID_ARGUMENT,
                         "%s: expected stride[%d] to be a multiple of 16 bytes (%lld elements), got %lld elements",
                         name, d, static_cast<long long>(16 / elem), static_cast<long long>(t.stride[d]));
@@ -195,15 +238,20 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
   if (need_data && missing(p->out)) return make_error(KDA_ERROR_INVALID_ARGUMENT, "out: expected a tensor, got NULL data");
   KDA_RETURN_IF_ERROR(check_tensor("out", p->out, 4, v_shape, KDA_DTYPE_BF16, KDA_DTYPE_NONE, false, "[B, T, HV, V]"));
 
-  // Gate parameters.
-  if (p->gate != KDA_GATE_BOUNDED && p->gate != KDA_GATE_SOFTPLUS && p->gate != KDA_GATE_PREACTIVATED)
+  // Gate parameters. The enum field is read as an integer first (any value may be there).
+  const int32_t gate = raw_enum(p->gate);
+  if (gate != KDA_GATE_BOUNDED && gate != KDA_GATE_SOFTPLUS && gate != KDA_GATE_PREACTIVATED)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "gate: expected KDA_GATE_BOUNDED (0), KDA_GATE_SOFTPLUS (1) or KDA_GATE_PREACTIVATED (2), got %d",
-                      static_cast<int>(p->gate));
-  if (p->gate == KDA_GATE_BOUNDED && !(p->lower_bound >= -5.0 && p->lower_bound < 0.0))
+                      gate);
+  // Doubles are printed with 17 significant digits: a value just outside a bound must not read as
+  // the bound itself. The kernels use lower_bound and scale in fp32: both must be non-zero, finite
+  // values there (a bound that rounds to 0 in fp32 would be a gate without decay).
+  if (gate == KDA_GATE_BOUNDED &&
+      !(p->lower_bound >= -5.0 && p->lower_bound < 0.0 && static_cast<float>(p->lower_bound) != 0.0f))
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                      "lower_bound: expected a value in [-5, 0) for the bounded gate (use the softplus gate, "
-                      "lower_bound=None, for an unbounded decay), got %g",
+                      "lower_bound: expected a value in [-5, 0) for the bounded gate, non-zero in fp32 (use the "
+                      "softplus gate, lower_bound=None, for an unbounded decay), got %.17g",
                       p->lower_bound);
   if (p->context_split < 0 || p->context_split > KDA_MAX_CONTEXT_SPLIT)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
@@ -224,9 +272,10 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
                       "context_warmup_chunks: expected 0 unless context_method is KDA_CONTEXT_WARMUP (2), got %d with "
                       "context_method %d",
                       p->context_warmup_chunks, static_cast<int>(p->context_method));
-  if (!std::isfinite(p->scale))
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "scale: expected a finite value, got %g",
-                      p->scale);
+  if (!(std::fabs(p->scale) <= kMaxScale))  // also NaN
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "scale: expected a finite value with |scale| <= %g (the kernels use it in fp32), got %.17g",
+                      kMaxScale, p->scale);
   pr.has_A_log = present(p->A_log);
   pr.has_dt_bias = present(p->dt_bias);
   if (pr.has_A_log) {
@@ -245,12 +294,13 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
     }
   }
 
-  // Sequences. B*T must not overflow before the size rule below can look at it.
-  if (pr.T > 0 && pr.B > INT64_MAX / pr.T)
+  // Sequences. B*T must not overflow before the size rule below can look at it; T alone is bounded
+  // too (B = 0 leaves B*T = 0 for any T, and the launcher rounds T up to whole chunks).
+  constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
+  if (!checked_mul(pr.B, pr.T, &pr.T_total))
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "q: sizes too large to index: B*T = %lld*%lld tokens must stay below 2^31",
                       static_cast<long long>(pr.B), static_cast<long long>(pr.T));
-  pr.T_total = pr.B * pr.T;
   if (present(p->cu_seqlens)) {
     const kda_tensor& cu = p->cu_seqlens;
     if (cu.ndim != 1)
@@ -282,13 +332,22 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
                                      true, "[N, HV, V, K]"));
 
   // Sizes whose indexing would overflow: token indices are 32-bit in the kernels, offsets 64-bit.
-  constexpr int64_t kMaxTokens = (int64_t{1} << 31) - 1;
-  if (pr.T_total > kMaxTokens || pr.N > kMaxTokens / 2)
+  if (pr.T_total > kMaxTokens || pr.T > kMaxTokens || pr.N > kMaxTokens / 2)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                      "q: sizes too large to index: B*T = %lld tokens and N = %lld sequences must stay below 2^31 "
-                      "and 2^30",
-                      static_cast<long long>(pr.T_total), static_cast<long long>(pr.N));
+                      "q: sizes too large to index: B*T = %lld tokens (T = %lld) and N = %lld sequences must stay "
+                      "below 2^31 and 2^30",
+                      static_cast<long long>(pr.T_total), static_cast<long long>(pr.T), static_cast<long long>(pr.N));
 
+  if (need_data) {
+    const struct {
+      const char* name;
+      const kda_tensor& t;
+    } all[] = {{"q", p->q},         {"k", p->k},         {"v", p->v},
+               {"g", p->g},         {"beta", p->beta},   {"out", p->out},
+               {"A_log", p->A_log}, {"dt_bias", p->dt_bias}, {"initial_state", p->initial_state},
+               {"final_state", p->final_state}, {"cu_seqlens", p->cu_seqlens}};
+    for (const auto& e : all) KDA_RETURN_IF_ERROR(check_element_alignment(e.name, e.t));
+  }
   if (for_device) {
     KDA_RETURN_IF_ERROR(check_row_alignment("q", p->q));
     KDA_RETURN_IF_ERROR(check_row_alignment("k", p->k));
@@ -299,6 +358,11 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
     if (pr.has_final_state) KDA_RETURN_IF_ERROR(check_row_alignment("final_state", p->final_state));
     if (pr.has_dt_bias) KDA_RETURN_IF_ERROR(check_row_alignment("dt_bias", p->dt_bias));
   }
+  // Memory rules (memory_rules.h): rows of out never alias each other (any mode: strides only);
+  // written tensors disjoint from everything they do not update in place (addresses only; the
+  // shape-only query may be given stand-in pointers, so it skips this).
+  KDA_RETURN_IF_ERROR(check_out_rows_distinct(p->out));
+  if (need_data) KDA_RETURN_IF_ERROR(check_tensor_overlaps(*p));
   *out = pr;
   return make_ok();
 }

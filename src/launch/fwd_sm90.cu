@@ -10,11 +10,15 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
 
 #include "src/kernels/sm90/chunk_prep_kernel.cuh"
 #include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
 #include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
+#include "src/api/checked_math.h"
 #include "src/launch/launch.h"
 #include "src/launch/plan.h"
 
@@ -76,29 +80,32 @@ int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
 }
 
+// Sizes saturate at SIZE_MAX ("does not fit", reported by the API layer); validation bounds T,
+// B*T and N, so num_vchunks itself cannot overflow.
 size_t records_bytes(const Problem& pr) {
-  return static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * ChunkRecord::kBytes;
+  return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), ChunkRecord::kBytes);
 }
 
-size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 256 * 256; }
 
 // Byte offsets in the workspace: the records, the check word, then (sequence parallelism only) the
 // exact combine's float32 states and transitions, the warm-up's chunk bounds and fallback flags.
+// Sizes saturate at SIZE_MAX (reported by the API layer as "sizes too large").
 struct WorkspaceLayout {
   size_t context = 0, bounds = 0, fallback = 0, total = 0;
 };
 WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan) {
   WorkspaceLayout w;
-  w.total = records_bytes(pr) + kCheckBytes;
+  w.total = sat_add(records_bytes(pr), kCheckBytes);
   const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
   if (cp > 0) {
     w.context = align256(w.total);
-    w.total = w.context + cp;
+    w.total = sat_add(w.context, cp);
   }
   if (plan.method == SplitMethod::kWarmup) {
     w.bounds = align256(w.total);
-    w.fallback = align256(w.bounds + static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * sizeof(float));
-    w.total = w.fallback + static_cast<size_t>(pr.N * pr.HV) * sizeof(int32_t);
+    w.fallback = align256(sat_add(w.bounds, sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), sizeof(float))));
+    w.total = sat_add(w.fallback, sat_mul(sat_size(pr.N * pr.HV), sizeof(int32_t)));
   }
   return w;
 }
@@ -106,7 +113,7 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan) 
 SequenceLayout make_sequence_layout(const Problem& pr) {
   SequenceLayout s;
   s.cu_seqlens = pr.varlen ? pr.params->cu_seqlens.data : nullptr;
-  s.cu_is_i64 = pr.params->cu_seqlens.dtype == KDA_DTYPE_I64;
+  s.cu_is_i64 = pr.varlen && pr.params->cu_seqlens.dtype == KDA_DTYPE_I64;
   s.N = static_cast<int32_t>(pr.N);
   s.T = static_cast<int32_t>(pr.T);
   s.T_total = static_cast<int32_t>(pr.T_total);
@@ -120,35 +127,59 @@ kda_status cuda_error(const char* what, cudaError_t err) {
   return make_error(KDA_ERROR_CUDA, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
-// Raises the dynamic shared-memory limit of a kernel (per device, so on every call: a host-side
-// attribute, allowed during stream capture, microseconds).
-template <typename Kernel>
-cudaError_t set_smem(Kernel kernel, int bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+// Raises the dynamic shared-memory limit of kKernel (a per-device attribute) once per device: one
+// atomic bit per device and kernel, no lock (threads racing on the first call may all set it; the
+// call is idempotent). Devices past 63 set it on every call. `forget` clears the bit (the context
+// was reset, see launch_with_smem).
+template <auto kKernel>
+cudaError_t set_smem_once(int bytes, bool forget = false) {
+  static std::atomic<uint64_t> done{0};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (forget) done.fetch_and(~bit, std::memory_order_relaxed);
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
+  return err;
+}
+
+// Sets kKernel's shared-memory limit (once per device) and launches it. A failed launch sets the
+// attribute again and retries once: after a device reset the attribute is gone while the bit is
+// not (a failed launch enqueues nothing).
+template <auto kKernel, typename Params>
+kda_status launch_with_smem(const char* name, dim3 grid, int threads, int smem, cudaStream_t stream, bool dependent,
+                            const Params& params) {
+  cudaError_t err = set_smem_once<kKernel>(smem);
+  if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    err = set_smem_once<kKernel>(smem, /*forget=*/true);
+    if (err != cudaSuccess) return cuda_error((std::string(name) + ": cudaFuncSetAttribute").c_str(), err);
+    err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
+    if (err != cudaSuccess) return cuda_error((std::string(name) + " launch").c_str(), err);
+  }
+  return make_ok();
 }
 
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
-  cudaError_t err = set_smem(chunk_prep_kernel<kGate>, smem);
-  if (err != cudaSuccess) return cuda_error("chunk_prep_kernel: cudaFuncSetAttribute", err);
-  err = launch_kernel(chunk_prep_kernel<kGate>, dim3(static_cast<unsigned>(vchunks), HV), 128, smem, stream, false, pp);
-  if (err != cudaSuccess) return cuda_error("chunk_prep_kernel launch", err);
-  return make_ok();
+  return launch_with_smem<chunk_prep_kernel<kGate>>("chunk_prep_kernel", dim3(static_cast<unsigned>(vchunks), HV), 128,
+                                                    smem, stream, false, pp);
 }
 
 template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>
 kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
-  auto kernel = rp.method == SplitMethod::kWarmup
-                    ? chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, true>
-                    : chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, false>;
-  cudaError_t err = set_smem(kernel, static_cast<int>(Layout::kBytes));
-  if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel: cudaFuncSetAttribute", err);
-  err = launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes), stream,
-                      dependent, rp);
-  if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel launch", err);
-  return make_ok();
+  if (rp.method == SplitMethod::kWarmup)
+    return launch_with_smem<chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, true>>(
+        "chunk_recurrence_kernel", dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes),
+        stream, dependent, rp);
+  return launch_with_smem<chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, false>>(
+      "chunk_recurrence_kernel", dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes),
+      stream, dependent, rp);
 }
 
 int sm_count() {
@@ -270,8 +301,8 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
   rp.out_st = strides_of(a.out);
   rp.initial_state = a.initial_state.data;
   rp.final_state = a.final_state.data;
-  rp.initial_is_f32 = a.initial_state.dtype == KDA_DTYPE_F32;
-  rp.final_is_f32 = a.final_state.dtype == KDA_DTYPE_F32;
+  rp.initial_is_f32 = pr.has_initial_state && a.initial_state.dtype == KDA_DTYPE_F32;
+  rp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   rp.HV = static_cast<int32_t>(pr.HV);
   rp.records = records;
   rp.method = plan.method;

@@ -13,7 +13,8 @@ namespace kda::sm90 {
 // once per call and passed to the two functions below.
 RecurrencePlan fwd_plan(const Problem& problem);
 
-// Device workspace the forward pass needs with `plan`.
+// Device workspace the forward pass needs with `plan`; SIZE_MAX when it does not fit in size_t (the
+// API layer reports "sizes too large").
 size_t fwd_workspace_bytes(const Problem& problem, const RecurrencePlan& plan);
 
 // Enqueues the forward pass on `stream`. Preconditions: `problem` validated for the device, the

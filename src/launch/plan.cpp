@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "src/api/checked_math.h"
+
 namespace kda::sm90 {
 namespace {
 
@@ -202,7 +204,7 @@ RecurrencePlan plan_recurrence(const PlanRequest& r) {
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan) {
   if (plan.method == SplitMethod::kNone || plan.segments <= 1) return 0;
   const size_t per_unit = static_cast<size_t>(2 * plan.segments - 3) * 128 * 128 * sizeof(float);
-  return static_cast<size_t>(units) * per_unit;
+  return sat_mul(sat_size(units), per_unit);  // SIZE_MAX: does not fit (N x HV huge, forced split)
 }
 
 }  // namespace kda::sm90

@@ -60,7 +60,7 @@ inline bool has_combine(const RecurrencePlan& p) { return p.method != SplitMetho
 RecurrencePlan plan_recurrence(const PlanRequest& request);
 
 // Float32 workspace of the exact combine: (P-1) states and max(P-2, 0) transitions of 128 x 128 per
-// unit (0 without one).
+// unit (0 without one); SIZE_MAX when the product does not fit in size_t.
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan);
 
 }  // namespace kda::sm90

@@ -24,7 +24,8 @@ std::string gpu_skip_reason();
     if (!kda_reason_.empty()) GTEST_SKIP() << kda_reason_;       \
   } while (0)
 
-// Device copy of every tensor of a host params struct (same shapes and strides).
+// Device copy of every tensor of a host params struct (same shapes and strides; tensors sharing a
+// host buffer, as final_state = initial_state for an in-place update, share one device buffer).
 class DeviceProblem {
  public:
   explicit DeviceProblem(const kda_fwd_params& host);

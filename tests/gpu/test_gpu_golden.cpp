@@ -1,15 +1,19 @@
-// The SM90 kernels against the float64 golden vectors (../shared/golden): each case must meet the
-// pass rule of golden/tolerances.json (out <= max(4e-3, FLA), final_state <= max(3e-3, FLA)),
-// with no NaN or Inf and bitwise-identical results on a second run. Also the standard random case
-// of spec §3 (B=1, T=300, H=4, lower_bound -5, fp32 initial state, N(0,1) inputs) against the CPU
-// float64 recurrence, printed next to the anchors (FLA 4.1e-3 / 2.7e-3, FlashKDA 5.6e-3 / 4.7e-3).
-// Prints "[ errors ]" lines with the measured errors.
+// The SM90 kernels against the float64 golden vectors: the repository's generated cases
+// (tests/golden_gen.h; registered from a fixed list, a failure when their data is missing) and,
+// when present, ../shared/golden (made independently; skipped with a message when absent, a
+// failure when FLASH_KDA_GOLDEN_DIR names a missing folder). Each case must meet the pass rule of
+// its tolerances.json (out <= max(4e-3, FLA), final_state <= max(3e-3, FLA); the generated cases
+// have no FLA column), with no NaN or Inf and bitwise-identical results on a second run. Also the
+// standard random case of spec §3 (B=1, T=300, H=4, lower_bound -5, fp32 initial state, N(0,1)
+// inputs) against the CPU float64 recurrence, printed next to the anchors (FLA 4.1e-3 / 2.7e-3,
+// FlashKDA 5.6e-3 / 4.7e-3). Prints "[ errors ]" lines with the measured errors.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
+#include "tests/golden_gen.h"
 #include "tests/golden_io.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/random_problem.h"
@@ -17,59 +21,75 @@
 namespace kda::test {
 namespace {
 
-std::vector<std::string> case_names() {
-  std::string error;
-  std::vector<std::string> names = golden_case_names(golden_dir(), &error);
-  if (names.empty()) names.push_back("golden_folder_missing");
-  return names;
+// One GPU run into outputs poisoned with NaN.
+HostOutputs run_case(const GoldenCase& c) {
+  HostOutputs outs = make_host_outputs(c, 0xffff, std::numeric_limits<float>::quiet_NaN());
+  const kda_fwd_params p = make_host_params(c, &outs);
+  const kda_status st = run_on_gpu(p);
+  EXPECT_EQ(st.code, KDA_OK) << st.message;
+  return outs;
 }
 
-class GoldenGpu : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    KDA_SKIP_WITHOUT_SM90();
-    dir_ = golden_dir();
-    if (!golden_available(dir_))
-      GTEST_SKIP() << "golden folder not found: looked for " << dir_ << "/index.json (set FLASH_KDA_GOLDEN_DIR)";
-    std::string error;
-    ASSERT_TRUE(load_golden_case(dir_, GetParam(), &c_, &error)) << error;
-  }
-  // One GPU run into outputs poisoned with NaN.
-  HostOutputs run() {
-    HostOutputs outs = make_host_outputs(c_, 0xffff, std::numeric_limits<float>::quiet_NaN());
-    const kda_fwd_params p = make_host_params(c_, &outs);
-    const kda_status st = run_on_gpu(p);
-    EXPECT_EQ(st.code, KDA_OK) << st.message;
-    return outs;
-  }
-  std::string dir_;
-  GoldenCase c_;
-};
-
-TEST_P(GoldenGpu, WithinToleranceOfFloat64AndDeterministic) {
-  const HostOutputs a = run();
+void check_case_on_gpu(const GoldenCase& c, const std::string& dir, const char* source) {
+  const HostOutputs a = run_case(c);
   const std::vector<double> out = bf16_to_f64(a.out), state = f32_to_f64(a.final_state);
-  const double out_err = rel_l2(out, c_.find("expected_o")->to_f64());
-  const double state_err = rel_l2(state, c_.find("expected_final_state")->to_f64());
+  const double out_err = rel_l2(out, c.find("expected_o")->to_f64());
+  const double state_err = rel_l2(state, c.find("expected_final_state")->to_f64());
   double out_tol = 0, state_tol = 0;
-  golden_tolerance(dir_, GetParam(), &out_tol, &state_tol);
-  std::printf("[ errors ] %-20s gpu  out %.3e (tol %.2e)  final_state %.3e (tol %.2e)\n", GetParam().c_str(), out_err,
-              out_tol, state_err, state_tol);
-  RecordProperty("out_err", std::to_string(out_err));
-  RecordProperty("final_state_err", std::to_string(state_err));
+  golden_tolerance(dir, c.name, &out_tol, &state_tol);
+  std::printf("[ errors ] %-6s %-20s gpu  out %.3e (tol %.2e)  final_state %.3e (tol %.2e)\n", source,
+              c.name.c_str(), out_err, out_tol, state_err, state_tol);
+  ::testing::Test::RecordProperty(std::string(source) + "_" + c.name + "_out_err", std::to_string(out_err));
+  ::testing::Test::RecordProperty(std::string(source) + "_" + c.name + "_final_state_err", std::to_string(state_err));
   EXPECT_EQ(count_non_finite(out), 0u);
   EXPECT_EQ(count_non_finite(state), 0u);
   EXPECT_LE(out_err, out_tol);
   EXPECT_LE(state_err, state_tol);
 
-  const HostOutputs b = run();
+  const HostOutputs b = run_case(c);
   EXPECT_EQ(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2), 0) << "out differs between two runs";
   EXPECT_EQ(std::memcmp(a.final_state.data(), b.final_state.data(), a.final_state.size() * 4), 0)
       << "final_state differs between two runs";
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, GoldenGpu, ::testing::ValuesIn(case_names()),
+class RepoGoldenGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RepoGoldenGpu, WithinToleranceOfFloat64AndDeterministic) {
+  KDA_SKIP_WITHOUT_SM90();
+  const std::string dir = repo_golden_dir();
+  ASSERT_TRUE(golden_available(dir)) << "in-repo golden vectors missing: no " << dir
+                                     << "/index.json (the build writes them: target flash_kda_golden_data)";
+  GoldenCase c;
+  std::string error;
+  ASSERT_TRUE(load_golden_case(dir, GetParam(), &c, &error)) << error;
+  check_case_on_gpu(c, dir, "repo");
+}
+
+INSTANTIATE_TEST_SUITE_P(Repo, RepoGoldenGpu, ::testing::ValuesIn(repo_golden_case_names()),
                          [](const auto& info) { return info.param; });
+
+TEST(SharedGoldenGpu, EveryCaseWithinToleranceOfFloat64AndDeterministic) {
+  KDA_SKIP_WITHOUT_SM90();
+  bool named = false;
+  const std::string dir = golden_dir(&named);
+  if (!golden_available(dir)) {
+    if (named) FAIL() << "FLASH_KDA_GOLDEN_DIR names " << dir << ", which has no index.json";
+    GTEST_SKIP() << "../shared/golden not found (looked for " << dir
+                 << "/index.json): the independent shared check is skipped; the in-repo cases ran";
+  }
+  std::string error;
+  const std::vector<std::string> names = golden_case_names(dir, &error);
+  ASSERT_FALSE(names.empty()) << dir << "/index.json lists no case " << error;
+  for (const std::string& name : names) {
+    SCOPED_TRACE("shared golden case " + name);
+    GoldenCase c;
+    if (!load_golden_case(dir, name, &c, &error)) {
+      ADD_FAILURE() << error;
+      continue;
+    }
+    check_case_on_gpu(c, dir, "shared");
+  }
+}
 
 TEST(StandardRandomCase, ErrorsAgainstFloat64NextToAnchors) {
   KDA_SKIP_WITHOUT_SM90();

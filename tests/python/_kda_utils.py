@@ -17,9 +17,19 @@ def _first_dir(*candidates):
 
 
 def golden_dir():
+    """../shared/golden (an extra, independent check; a copy in .gpu_data/golden on the GPU machine),
+    or FLASH_KDA_GOLDEN_DIR; None when absent."""
     return _first_dir(os.environ.get("FLASH_KDA_GOLDEN_DIR"),
                       os.path.join(_REPO, "..", "shared", "golden"),
                       os.path.join(_REPO, ".gpu_data", "golden"))
+
+
+def repo_golden_dir():
+    """The repository's generated golden folder (written by the CMake build: target
+    flash_kda_golden_data): FLASH_KDA_REPO_GOLDEN_DIR, else <repo>/build/tests/golden. Returned
+    even when absent (the tests then fail, saying how to make it)."""
+    return os.path.abspath(os.environ.get("FLASH_KDA_REPO_GOLDEN_DIR")
+                           or os.path.join(_REPO, "build", "tests", "golden"))
 
 
 def fla_dir():
@@ -44,24 +54,26 @@ def skip_reason():
 # ---------------------------------------------------------------------------------------------
 # Golden cases (format: shared/docs/spec.md section 3)
 
-def golden_cases():
-    d = golden_dir()
-    if d is None:
+def golden_cases(d=None):
+    """Case names of golden folder d (default: the shared one); [] when it has no index.json."""
+    d = golden_dir() if d is None else d
+    if d is None or not os.path.isfile(os.path.join(d, "index.json")):
         return []
     with open(os.path.join(d, "index.json")) as f:
         return list(json.load(f)["cases"])
 
 
-def golden_tolerances():
-    with open(os.path.join(golden_dir(), "tolerances.json")) as f:
+def golden_tolerances(d=None):
+    with open(os.path.join(golden_dir() if d is None else d, "tolerances.json")) as f:
         return json.load(f)
 
 
-def load_golden(name, device="cuda"):
-    """meta dict and {array name: tensor} (bf16, f32, f64, i64) of one golden case."""
+def load_golden(name, device="cuda", d=None):
+    """meta dict and {array name: tensor} (bf16, f32, f64, i64) of one case of folder d (default:
+    the shared one)."""
     import torch
     dtypes = {"bf16": torch.int16, "f32": torch.float32, "f64": torch.float64, "i64": torch.int64}
-    base = os.path.join(golden_dir(), name)
+    base = os.path.join(golden_dir() if d is None else d, name)
     with open(os.path.join(base, "meta.json")) as f:
         meta = json.load(f)
     arrays = {}

@@ -1,8 +1,16 @@
-"""Golden cases (shared/golden): flash_kda.fwd against independent float64 references.
+"""Golden cases: flash_kda.fwd against float64 references, from two sources.
 
-Pass rule (golden/tolerances.json): out_err <= max(4e-3, fla_out), state_err <= max(3e-3,
+- The repository's generated cases (tests/golden_gen.h, written by the CMake build into
+  build/tests/golden, or FLASH_KDA_REPO_GOLDEN_DIR): every case listed there; a test that fails,
+  saying how to make them, when the folder is missing.
+- ../shared/golden (or FLASH_KDA_GOLDEN_DIR, or .gpu_data/golden), made independently: every case
+  listed there; one skipped test, with the reason, when absent.
+
+Pass rule (the folder's tolerances.json): out_err <= max(4e-3, fla_out), state_err <= max(3e-3,
 fla_state), no NaN/Inf; errors are relative L2 norms. Each case prints its errors (pytest -s).
 """
+import os
+
 import pytest
 
 import _kda_utils as U
@@ -10,19 +18,19 @@ import _kda_utils as U
 _reason = U.skip_reason()
 if _reason:
     pytest.skip(_reason, allow_module_level=True)
-if U.golden_dir() is None:
-    pytest.skip("golden vectors not found (set FLASH_KDA_GOLDEN_DIR, or run scripts/prepare_gpu_data.sh)",
-                allow_module_level=True)
 
 import torch  # noqa: E402
 
 import flash_kda  # noqa: E402
 
+_REPO_DIR = U.repo_golden_dir()
+_SHARED_DIR = U.golden_dir()
+_MISSING = "data-missing"
 
-@pytest.mark.parametrize("case", U.golden_cases())
-def test_golden_case(case):
-    meta, a = U.load_golden(case)
-    tol = U.golden_tolerances()
+
+def _check(d, case):
+    meta, a = U.load_golden(case, d=d)
+    tol = U.golden_tolerances(d)
     fla = tol["fla"].get(case, {})
     out_tol = max(tol["default"]["out"], fla.get("out", 0.0))
     state_tol = max(tol["default"]["final_state"], fla.get("final_state", 0.0))
@@ -49,3 +57,20 @@ def test_golden_case(case):
     assert U.finite(final), f"{case}: NaN/Inf in final_state"
     assert out_err <= out_tol, f"{case}: out relative L2 error {out_err:.3e} > {out_tol:.2e}"
     assert state_err <= state_tol, f"{case}: final_state relative L2 error {state_err:.3e} > {state_tol:.2e}"
+
+
+@pytest.mark.parametrize("case", U.golden_cases(_REPO_DIR) or [_MISSING])
+def test_repo_golden_case(case):
+    assert case != _MISSING, (
+        f"in-repo golden vectors missing: no {_REPO_DIR}/index.json (build the project with CMake: "
+        f"target flash_kda_golden_data, or set FLASH_KDA_REPO_GOLDEN_DIR)")
+    _check(_REPO_DIR, case)
+
+
+@pytest.mark.parametrize("case", U.golden_cases(_SHARED_DIR) or [_MISSING])
+def test_shared_golden_case(case):
+    if case == _MISSING:
+        if os.environ.get("FLASH_KDA_GOLDEN_DIR"):
+            pytest.fail(f"FLASH_KDA_GOLDEN_DIR={os.environ['FLASH_KDA_GOLDEN_DIR']} has no index.json")
+        pytest.skip("../shared/golden not found (nor .gpu_data/golden): the independent shared check is skipped")
+    _check(_SHARED_DIR, case)

@@ -6,7 +6,8 @@
 //         thread t owns columns [8·(t%16), +8) of rows t/16 and t/16 + 8; "column map": thread t
 //         owns key column t.
 // Phases: 1. (row map) every global load first (one round trip), L2-normalise q and k (16-lane
-//            shuffle reduction; kept in registers), gate -> per-element log2-decay into G; beta
+//            shuffle reduction, rescaled where the sum of squares overflows; kept in registers),
+//            gate -> per-element log2-decay into G (unbounded gates floored at -256); beta
 //         2. (column map) G ← inclusive cumulative sum over the 16 rows; Γ = 2^G[15] to the record
 //         3. (row map) Kd, Qd (and Ki for the bounded gate) as bf16 hi + lo tiles in shared memory,
 //            Kr to the record; 16-byte stores, one swizzled chunk each
@@ -61,10 +62,10 @@ struct PrepSmem {
   };
   float b[16];
   // Bounded warm-up's chunk bound (chunk_bounds != nullptr): per warp, the largest G[15, k] over its
-  // key columns (float_order_key); the squared row norms of Kr; per warp, the squared row norms of
-  // Wd over its key columns.
+  // key columns (float_order_key); per row and 8-column part, the squared norm of Kr; per warp, the
+  // squared row norms of Wd over its key columns.
   int32_t bound[4];
-  float kr_sq[16];
+  float kr_sq[16][16];  // [row][16-column part]
   float wd_sq[4][16];
   alignas(16) float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
   float qhat[kPairwise ? 16 * kLd : 4];
@@ -134,6 +135,29 @@ __device__ __forceinline__ void pack8_split(const float (&x)[8], uint4& hi, uint
   for (int e = 0; e < 4; ++e) ptx::split_bf16x2(x[2 * e], x[2 * e + 1], h[e], l[e]);
   hi = make_uint4(h[0], h[1], h[2], h[3]);
   lo = make_uint4(l[0], l[1], l[2], l[3]);
+}
+
+// The rare path of the L2 norm: rows (16 lanes each) whose sum of squares is not finite are
+// scaled by kL2RescaleFactor (exact) and summed again; their eps becomes 0. Called by all 32
+// lanes of the warp (shuffles); rows that did not overflow keep their values and sums.
+__device__ __forceinline__ void rescale_row_norms(float (&q)[8], float (&k)[8], float& qss, float& kss, float& qeps,
+                                               float& keps) {
+  const bool qbig = !(qss <= 0x1.fffffep127f), kbig = !(kss <= 0x1.fffffep127f);
+  float qs = 0.0f, ks = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (qbig) q[e] *= kL2RescaleFactor;
+    if (kbig) k[e] *= kL2RescaleFactor;
+    qs = fmaf(q[e], q[e], qs);
+    ks = fmaf(k[e], k[e], ks);
+  }
+#pragma unroll
+  for (int off = 8; off >= 1; off >>= 1) {
+    qs += __shfl_xor_sync(0xffffffffu, qs, off);
+    ks += __shfl_xor_sync(0xffffffffu, ks, off);
+  }
+  if (qbig) qss = qs, qeps = 0.0f;
+  if (kbig) kss = ks, keps = 0.0f;
 }
 
 }  // namespace prep_detail
@@ -249,12 +273,12 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       dtb[0] = d0.x; dtb[1] = d0.y; dtb[2] = d0.z; dtb[3] = d0.w;
       dtb[4] = d1.x; dtb[5] = d1.y; dtb[6] = d1.z; dtb[7] = d1.w;
     }
-    const float exp_a_log = p.A_log != nullptr ? expf(p.A_log[hv]) : 1.0f;
+    const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(p.A_log[hv]) : 1.0f;
     // Bounded gate: constants folded (gate_math.cuh, bounded_log2_decay); dtb becomes dt_bias·nc1.
     const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
     if constexpr (kGate == GateKind::kBounded) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) dtb[e] *= gk.nc1;
+      for (int e = 0; e < 8; ++e) dtb[e] = clamp_folded_offset(dtb[e] * gk.nc1);
     }
     if (tid < 16) {
       float b = 0.0f;
@@ -289,9 +313,15 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         qss += __shfl_xor_sync(0xffffffffu, qss, off);
         kss += __shfl_xor_sync(0xffffffffu, kss, off);
       }
+      // Overflow-safe norm: a row whose sum of squares overflowed (the butterfly leaves the same sum
+      // on its 16 lanes) is scaled by 2^-70 and summed again, eps dropped (gate_math.cuh). Rare:
+      // one vote per row pair on the common path, a warp-uniform branch.
+      float qeps = 1e-6f, keps = 1e-6f;
+      if (__any_sync(0xffffffffu, p.qk_l2norm && !(qss <= 0x1.fffffep127f && kss <= 0x1.fffffep127f)))
+        rescale_row_norms(qn[h], kn[h], qss, kss, qeps, keps);
       // q carries the output scale from here on (q̂·scale: Qd, and M for the unbounded gates).
-      const float qinv = (p.qk_l2norm ? rsqrtf(qss + 1e-6f) : 1.0f) * p.scale;
-      const float kinv = p.qk_l2norm ? rsqrtf(kss + 1e-6f) : 1.0f;
+      const float qinv = (p.qk_l2norm ? rsqrtf(qss + qeps) : 1.0f) * p.scale;
+      const float kinv = p.qk_l2norm ? rsqrtf(kss + keps) : 1.0f;
       float a[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -300,7 +330,8 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         if constexpr (kGate == GateKind::kBounded)
           a[e] = r < L ? bounded_log2_decay(gx[e], dtb[e], gk) : 0.0f;
         else
-          a[e] = r < L ? gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e : 0.0f;
+          a[e] = r < L ? clamp_log2_decay(gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e)
+                       : 0.0f;
       }
       row8_store<kSwz>(&sm.G[r * kLd], vec, a);
       if constexpr (Smem::kPairwise) {
@@ -375,13 +406,11 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
       }
       *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
-      if (p.chunk_bounds != nullptr) {  // squared row norm of Kr (the 16 lanes holding row r)
+      if (p.chunk_bounds != nullptr) {  // this thread's part of Kr's squared row norm (summed later)
         float sq = 0.0f;
 #pragma unroll
         for (int e = 0; e < 8; ++e) sq = fmaf(kr[e], kr[e], sq);
-#pragma unroll
-        for (int off = 8; off >= 1; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-        if (vec == 0) sm.kr_sq[r] = sq;
+        sm.kr_sq[r][vec] = sq;
       }
     }
   }
@@ -525,7 +554,10 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     float mix = 0.0f;
     if (lane < 16) {
       const float wd = (sm.wd_sq[0][lane] + sm.wd_sq[1][lane]) + (sm.wd_sq[2][lane] + sm.wd_sq[3][lane]);
-      const float x = wd * sm.kr_sq[lane];  // ‖Wd_i‖²·‖Kr_i‖²
+      float kr = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) kr += sm.kr_sq[lane][j];
+      const float x = wd * kr;  // ‖Wd_i‖²·‖Kr_i‖²
       mix = x > 0.0f ? x * rsqrtf(x) : 0.0f;
     }
 #pragma unroll

@@ -76,6 +76,35 @@ KDA_HD float bounded_log2_decay(float g, float nd, const BoundedGateConstants& k
   return k.c2 * reciprocal_fast(1.0f + exp2_fast(fmaf(g, k.nc1, nd)));
 }
 
+// Overflow guards (docs/design.md §2.6). Each keeps NaN as NaN (a NaN input gives NaN outputs, as
+// on the float64 path) and costs one select where it is applied.
+//
+// Floor of the per-token log2-decay of the unbounded gates (softplus, preactivated): 2^-256 is
+// exactly 0 in fp32, the correct limit of the decay, and keeps every exponent the chunk forms from
+// it (cumulative sums over 16 tokens and their differences, >= -4096) finite: a gate of +inf or a
+// huge one gives a decay of exactly 0, never inf - inf = NaN.
+inline constexpr float kMinLog2Decay = -256.0f;
+KDA_HD float clamp_log2_decay(float a2) { return a2 < kMinLog2Decay ? kMinLog2Decay : a2; }
+
+// exp(A_log) with A_log capped at 88 (e^88 = 1.65e38 < FLT_MAX): an infinite rate would turn a zero
+// argument of the gate into inf · 0 = NaN.
+inline constexpr float kMaxALog = 88.0f;
+KDA_HD float exp_a_log_capped(float a_log) {
+  return expf(a_log > kMaxALog ? kMaxALog : a_log);
+}
+
+// The bounded gate's folded offset nd = dt_bias · nc1 limited to ±2^126, so that g · nc1 + nd never
+// adds infinities of opposite signs (huge dt_bias with a huge rate); the gate saturates either way.
+KDA_HD float clamp_folded_offset(float nd) {
+  constexpr float kBig = 0x1p126f;
+  return nd > kBig ? kBig : (nd < -kBig ? -kBig : nd);
+}
+
+// q and k rows whose sum of squares overflows fp32 (|x| of 2^60 and more) are normalised on the row
+// scaled by this exact power of two: the largest element then lies in [2^-10, 2^58], the sum of
+// 128 squares below 2^123, and the 1e-6 under the square root (2^-140 relative) is dropped.
+inline constexpr float kL2RescaleFactor = 0x1p-70f;
+
 KDA_HD float beta_activation(float x, bool sigmoid, bool neg_eigval) {
   float b = sigmoid ? sigmoidf_stable(x) : x;
   return neg_eigval ? 2.0f * b : b;

@@ -1,0 +1,57 @@
+// Internals of the fuzz harness shared by fuzz_build.cpp (decoding an input into a problem) and
+// fuzz_run.cpp (the calls and invariants). See fuzz_case.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flash_kda/flash_kda.h"
+#include "tests/fuzz/fuzz_case.h"
+
+// fuzz_c_calls.c: API calls with enum arguments given as integers (from C).
+extern "C" kda_tensor kda_fuzz_tensor_contiguous(void* data, int32_t dtype, int32_t ndim, const int64_t* shape);
+extern "C" kda_status kda_fuzz_fwd_cpu(const kda_fwd_params* params, int32_t algorithm, int32_t num_threads);
+
+namespace kda::fuzz {
+
+inline constexpr int kSlots = 11;  // q, k, v, g, beta, out, A_log, dt_bias, initial, final, cu_seqlens
+inline constexpr const char* kSlotNames[kSlots] = {"q",     "k",       "v",       "g",           "beta",      "out",
+                                                   "A_log", "dt_bias", "initial", "final_state", "cu_seqlens"};
+kda_tensor* slot(kda_fwd_params& p, int i);
+
+// A host buffer whose base is 256-byte aligned.
+struct Buffer {
+  std::vector<unsigned char> storage;
+  unsigned char* base = nullptr;
+  size_t bytes = 0;
+  void allocate(size_t n);
+};
+
+struct Problem {
+  Header h;
+  std::vector<Op> ops;
+  kda_fwd_params p{};
+  Buffer buf[kSlots];
+  int threads = 1;
+  bool tame = false;        // finite moderate inputs with a stable configuration (see fuzz_case.h)
+  bool values_changed = false;
+  int value_mode = 0;
+  std::string describe() const;
+};
+
+// Builds the honest problem of the header, then applies the ops.
+void build(const uint8_t* data, size_t size, Problem* pr);
+
+// Bytes from the first to one past the last element of t; false when t is not a well-formed
+// tensor (rank, dtype, negative shape or stride, or a span past 2^62): computed in 128 bits.
+bool span_bytes(const kda_tensor& t, unsigned __int128* bytes);
+size_t elem_bytes(const kda_tensor& t);  // 0 for a dtype outside the enum
+// Enum fields as the raw integers they hold.
+int32_t raw_dtype(const kda_tensor& t);
+int32_t raw_gate(const kda_fwd_params& p);
+
+// The buffer slot that holds [data, data + bytes), or -1.
+int owner(const Problem& pr, const void* data, unsigned __int128 bytes);
+
+}  // namespace kda::fuzz

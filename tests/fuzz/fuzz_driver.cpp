@@ -1,0 +1,132 @@
+// The seeded fuzz driver (any compiler; the fuzz build adds ASan + UBSan): replays the regression
+// corpus (built in, plus files and folders given), then runs random inputs (fresh bytes, or
+// mutations of the corpus) from a seed for a number of iterations or seconds. Same harness as the
+// libFuzzer target (fuzz_case.h). Exit status 0; an invariant or sanitizer report aborts.
+//
+//   flash_kda_fuzz_driver [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
+//                         [--no-builtin] [PATH ...]
+//   flash_kda_fuzz_driver --emit-corpus DIR      (writes the regression inputs as files)
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/fuzz/fuzz_case.h"
+
+namespace {
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+void collect(const std::string& path, std::vector<std::pair<std::string, std::vector<uint8_t>>>* out) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    std::fprintf(stderr, "flash_kda_fuzz_driver: cannot read %s\n", path.c_str());
+    std::exit(2);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    out->emplace_back(path, read_bytes(path));
+    return;
+  }
+  DIR* d = opendir(path.c_str());
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) collect(path + "/" + n, out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = 1;
+  long long iterations = -1;
+  double seconds = 0;
+  size_t max_len = 256;
+  bool verbose = false;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> corpus = kda::fuzz::regression_inputs();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) std::exit(2);
+      return argv[++i];
+    };
+    if (a == "--seed") seed = std::strtoull(next(), nullptr, 0);
+    else if (a == "--iterations") iterations = std::atoll(next());
+    else if (a == "--seconds") seconds = std::atof(next());
+    else if (a == "--max-len") max_len = static_cast<size_t>(std::atoll(next()));
+    else if (a == "--verbose") kda::fuzz::set_verbose(verbose = true);
+    else if (a == "--no-builtin") corpus.clear();  // only the inputs of the paths that follow
+    else if (a == "--emit-corpus") {
+      const std::string dir = next();
+      mkdir(dir.c_str(), 0755);
+      for (const auto& [name, bytes] : kda::fuzz::regression_inputs()) {
+        std::ofstream f(dir + "/" + name, std::ios::binary);
+        f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      }
+      std::printf("wrote %zu regression inputs to %s\n", kda::fuzz::regression_inputs().size(), dir.c_str());
+      return 0;
+    } else if (a == "--help" || a == "-h") {
+      std::printf("usage: %s [--seed N] [--iterations N] [--seconds S] [--max-len N] [PATH ...] | --emit-corpus DIR\n",
+                  argv[0]);
+      return 0;
+    } else {
+      collect(a, &corpus);
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto summary = [](const char* what) {
+    const kda::fuzz::Stats& s = kda::fuzz::stats();
+    std::printf("%s: %lld inputs; shape query accepted %lld; honest params %lld; kda_fwd_cpu ran %lld; tame checks %lld\n",
+                what, s.inputs, s.shape_query_ok, s.honest, s.cpu_ok, s.tame_checked);
+  };
+  for (const auto& [name, bytes] : corpus) {
+    if (verbose) std::printf("%s\n", name.c_str());
+    kda::fuzz::run_one(bytes.data(), bytes.size());
+  }
+  std::printf("corpus: %zu inputs replayed (%.1f s)\n", corpus.size(), elapsed());
+  summary("  so far");
+  std::fflush(stdout);
+
+  if (iterations < 0 && seconds <= 0) return 0;
+  if (corpus.empty()) corpus = kda::fuzz::regression_inputs();  // mutation sources
+  std::mt19937_64 rng(seed);
+  long long runs = 0;
+  const double t_random = elapsed();
+  std::vector<uint8_t> input;
+  while ((iterations < 0 || runs < iterations) && (seconds <= 0 || elapsed() - t_random < seconds)) {
+    if (rng() % 2 == 0) {  // fresh bytes
+      input.resize(rng() % (max_len + 1));
+      for (uint8_t& b : input) b = static_cast<uint8_t>(rng());
+    } else {  // a corpus input, mutated: byte changes, appended random ops, truncation
+      input = corpus[rng() % corpus.size()].second;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits; ++e) {
+        const uint64_t what = rng() % 3;
+        if (what == 0 && !input.empty()) input[rng() % input.size()] = static_cast<uint8_t>(rng());
+        if (what == 1) for (int k = 0; k < 11; ++k) input.push_back(static_cast<uint8_t>(rng()));
+        if (what == 2 && !input.empty()) input.resize(rng() % (input.size() + 1));
+      }
+    }
+    kda::fuzz::run_one(input.data(), input.size());
+    ++runs;
+  }
+  const double t = elapsed() - t_random;
+  std::printf("random: %lld inputs in %.1f s (%.0f per second), seed %llu: no invariant broken\n", runs, t,
+              t > 0 ? runs / t : 0.0, static_cast<unsigned long long>(seed));
+  summary("  total");
+  return 0;
+}

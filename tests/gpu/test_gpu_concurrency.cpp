@@ -1,0 +1,186 @@
+// Many host threads and streams at once (issue 8 item 9): 8 threads, each with 4 non-blocking
+// streams, enqueue a mix of shapes (fixed and varlen batches, the three gates, every state dtype,
+// automatic and forced context parallelism), each call with its own buffers and workspace, all
+// in flight together; every result must equal bitwise the same call made alone. The concurrent
+// round runs first, so in a process of its own (scripts/gpu_verify.sh sanitizer stage) the
+// library's first calls — those that set the kernels' shared-memory attribute — race too.
+// Also the in-place state update (final_state = initial_state) on the GPU, bitwise equal to the
+// out-of-place call, and a device reset between calls (the once-per-device attribute is set again).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/gpu/gpu_harness.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+constexpr int kThreads = 8, kStreams = 4;
+
+// Small shapes (the test also runs under compute-sanitizer), covering the launcher's branches.
+std::vector<ProblemSpec> mixed_specs() {
+  std::vector<ProblemSpec> v;
+  auto add = [&](int64_t B, int64_t T, int64_t H, int64_t HV, kda_gate gate, kda_dtype in, kda_dtype out,
+                 std::vector<int64_t> cu, int32_t split) {
+    ProblemSpec s;
+    s.B = B, s.T = T, s.H = H, s.HV = HV, s.gate = gate, s.initial_state = in, s.final_state = out;
+    s.cu_seqlens = std::move(cu);
+    s.context_split = split;
+    s.g_scale = gate == KDA_GATE_BOUNDED ? 1.0f : 3.0f;
+    s.seed = 900 + v.size();
+    v.push_back(s);
+  };
+  add(1, 37, 2, 2, KDA_GATE_BOUNDED, KDA_DTYPE_NONE, KDA_DTYPE_F32, {}, 0);
+  add(2, 64, 1, 2, KDA_GATE_SOFTPLUS, KDA_DTYPE_F32, KDA_DTYPE_BF16, {}, 0);
+  add(1, 150, 2, 2, KDA_GATE_BOUNDED, KDA_DTYPE_BF16, KDA_DTYPE_F32, {0, 1, 16, 16, 70, 150}, 0);
+  add(1, 300, 1, 1, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_F32, {}, 0);  // automatic plan, few heads
+  add(1, 200, 1, 1, KDA_GATE_SOFTPLUS, KDA_DTYPE_F32, KDA_DTYPE_F32, {}, 4);  // forced context parallelism
+  add(3, 20, 2, 4, KDA_GATE_PREACTIVATED, KDA_DTYPE_NONE, KDA_DTYPE_NONE, {}, 0);
+  add(1, 90, 1, 1, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_BF16, {0, 45, 90}, 3);
+  add(1, 1, 4, 4, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_F32, {}, 0);  // decode-like
+  return v;
+}
+
+// One call's host problem, device copy and stream.
+struct Call {
+  RandomProblem host;
+  std::unique_ptr<DeviceProblem> dev;
+  cudaStream_t stream = nullptr;
+};
+
+void expect_same_outputs(const RandomProblem& got, const RandomProblem& want, const std::string& what) {
+  EXPECT_EQ(got.out, want.out) << what << ": out";
+  EXPECT_TRUE(got.final_f32.size() == want.final_f32.size() &&
+              (want.final_f32.empty() ||
+               std::memcmp(got.final_f32.data(), want.final_f32.data(), want.final_f32.size() * 4) == 0))
+      << what << ": fp32 final state";
+  EXPECT_EQ(got.final_bf16, want.final_bf16) << what << ": bf16 final state";
+}
+
+TEST(GpuConcurrency, ThreadsAndStreamsGiveTheResultsOfSequentialCalls) {
+  KDA_SKIP_WITHOUT_SM90();
+  const std::vector<ProblemSpec> specs = mixed_specs();
+  const char* env_rounds = std::getenv("FLASH_KDA_CONCURRENCY_ROUNDS");  // the sanitizer stage runs 1
+  const int rounds = env_rounds != nullptr ? std::max(1, std::atoi(env_rounds)) : 2;
+  for (int round = 0; round < rounds; ++round) {
+    // Each thread runs every spec, starting at a different one, on its 4 streams in turn.
+    std::vector<std::vector<Call>> calls(kThreads);
+    std::vector<std::string> errors(kThreads);
+    std::mutex m;
+    std::condition_variable cv;
+    int ready = 0;
+    auto worker = [&](int t) {
+      try {
+        cudaStream_t streams[kStreams];
+        for (cudaStream_t& s : streams)
+          if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) throw std::runtime_error("stream");
+        std::vector<Call>& mine = calls[t];
+        mine.resize(specs.size());
+        for (size_t i = 0; i < specs.size(); ++i) {
+          Call& c = mine[i];
+          c.host = make_random_problem(specs[(i + t) % specs.size()]);
+          c.dev = std::make_unique<DeviceProblem>(c.host.params());
+          c.dev->poison_workspace(0xff);
+          c.stream = streams[i % kStreams];
+        }
+        if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("uploads");
+        {  // all threads enqueue together
+          std::unique_lock<std::mutex> lock(m);
+          if (++ready == kThreads) cv.notify_all();
+          cv.wait(lock, [&] { return ready == kThreads; });
+        }
+        for (Call& c : mine) {
+          const kda_status st = kda_fwd(&c.dev->params(), c.dev->workspace(), c.dev->workspace_bytes(), c.stream);
+          if (st.code != KDA_OK) throw std::runtime_error(st.message);
+        }
+        for (cudaStream_t s : streams) {
+          if (cudaStreamSynchronize(s) != cudaSuccess) throw std::runtime_error("stream synchronize");
+          cudaStreamDestroy(s);
+        }
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+        std::unique_lock<std::mutex> lock(m);
+        if (ready < kThreads) {
+          ready = kThreads;  // release the others
+          cv.notify_all();
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) ASSERT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+
+    // The same calls one by one, on the default stream.
+    std::vector<RandomProblem> alone;
+    for (const ProblemSpec& s : specs) {
+      alone.push_back(make_random_problem(s));
+      ASSERT_EQ(run_on_gpu(alone.back().params()).code, KDA_OK);
+    }
+    for (int t = 0; t < kThreads; ++t)
+      for (size_t i = 0; i < specs.size(); ++i) {
+        Call& c = calls[t][i];
+        c.dev->download_outputs();
+        expect_same_outputs(c.host, alone[(i + t) % specs.size()],
+                            "round " + std::to_string(round) + ", thread " + std::to_string(t) + ", spec " +
+                                std::to_string((i + t) % specs.size()));
+      }
+  }
+}
+
+// final_state = initial_state (same device buffer and dtype): bitwise the out-of-place result, for
+// one pass, context parallelism (the state is read in pass 1 and written in pass 2) and varlen.
+TEST(GpuMemory, InPlaceStateUpdateEqualsOutOfPlace) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_dtype dtype : {KDA_DTYPE_F32, KDA_DTYPE_BF16})
+    for (int split : {1, 0, 4})
+      for (bool varlen : {false, true}) {
+        ProblemSpec s;
+        s.B = varlen ? 1 : 2, s.T = varlen ? 400 : 200, s.H = 1, s.HV = 2;
+        if (varlen) s.cu_seqlens = {0, 0, 150, 400};
+        s.initial_state = s.final_state = dtype;
+        s.context_split = split;
+        s.seed = 950 + split;
+        RandomProblem apart = make_random_problem(s);
+        RandomProblem same = apart;
+        ASSERT_EQ(run_on_gpu(apart.params()).code, KDA_OK);
+        kda_fwd_params ps = same.params();
+        ps.final_state.data = ps.initial_state.data;
+        const kda_status st = run_on_gpu(ps);
+        ASSERT_EQ(st.code, KDA_OK) << st.message;
+        const std::string what = "dtype " + std::to_string(dtype) + ", split " + std::to_string(split) +
+                                 (varlen ? ", varlen" : "");
+        EXPECT_EQ(same.out, apart.out) << what;
+        if (dtype == KDA_DTYPE_F32)
+          EXPECT_EQ(0, std::memcmp(same.initial_f32.data(), apart.final_f32.data(), apart.final_f32.size() * 4)) << what;
+        else
+          EXPECT_EQ(same.initial_bf16, apart.final_bf16) << what;
+      }
+}
+
+// After cudaDeviceReset the kernels' shared-memory attribute is gone while the library's
+// once-per-device flag is set: the launch fails once, the attribute is set again, the call works.
+TEST(GpuConcurrency, CallsWorkAfterADeviceReset) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 100, s.H = s.HV = 2;
+  RandomProblem a = make_random_problem(s), b = a;
+  ASSERT_EQ(run_on_gpu(a.params()).code, KDA_OK);
+  ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
+  const kda_status st = run_on_gpu(b.params());
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  expect_identical(a, b, "before and after a device reset");
+}
+
+}  // namespace
+}  // namespace kda::test

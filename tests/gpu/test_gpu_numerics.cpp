@@ -1,0 +1,103 @@
+// The SM90 path on inputs at the edge of fp32 (issue 8 item 5), against the CPU float64
+// recurrence: q and k rows near the largest bf16 (the preparation kernel's L2 norm overflowed fp32
+// there and gave zeros), softplus gates of +inf and huge arguments and a preactivated gate of -inf
+// (the per-token log-decay is floored, never inf - inf), and exp(A_log) past fp32 with a zero gate
+// argument (the rate is capped, never inf · 0). Each case: finite outputs, within tolerance of the
+// float64 result, bitwise identical on a second run. The CPU versions: tests/test_cpu_numerics.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "reference/common.h"
+#include "tests/gpu/gpu_harness.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+constexpr int64_t D = 128;
+constexpr uint16_t kBf16PlusInf = 0x7f80, kBf16MinusInf = 0xff80;
+
+void check_case(const ProblemSpec& spec, const std::function<void(RandomProblem&)>& edit, const char* what) {
+  RandomProblem p = make_random_problem(spec);
+  edit(p);
+  RandomProblem again = p;
+  expect_close(what, gpu_vs_f64(p));
+  ASSERT_EQ(run_on_gpu(again.params()).code, KDA_OK);
+  expect_identical(p, again, what);
+}
+
+void make_huge_rows(RandomProblem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> mag(1e19f, 3.3e38f);
+  for (std::vector<uint16_t>* x : {&p.q, &p.k}) {
+    for (size_t row = 0; row < x->size() / D; ++row) {
+      if (rng() % 3 == 0) continue;
+      const float m = mag(rng);
+      float peak = 0.0f;
+      for (int64_t i = 0; i < D; ++i) peak = std::fmax(peak, std::fabs(reference::bf16_to_float((*x)[row * D + i])));
+      for (int64_t i = 0; i < D; ++i)
+        (*x)[row * D + i] = reference::float_to_bf16(reference::bf16_to_float((*x)[row * D + i]) / peak * m);
+    }
+  }
+}
+
+TEST(GpuNumerics, QueriesAndKeysNearTheLargestBf16) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
+    ProblemSpec s;
+    s.B = 2, s.T = 90, s.H = 2, s.HV = 4, s.gate = gate, s.seed = 71;
+    check_case(s, [](RandomProblem& p) { make_huge_rows(p, 5); },
+               gate == KDA_GATE_BOUNDED ? "huge q, k (bounded)" : "huge q, k (softplus)");
+  }
+}
+
+TEST(GpuNumerics, SoftplusGateOfInfinityIsAFullDecay) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (int split : {1, 3}) {  // one pass and context parallelism
+    ProblemSpec s;
+    s.T = 200, s.H = 1, s.HV = 2, s.gate = KDA_GATE_SOFTPLUS, s.context_split = split, s.seed = 72;
+    check_case(s, [](RandomProblem& p) {
+      std::mt19937_64 rng(3);
+      for (size_t i = 0; i < p.g.size(); ++i) {
+        const uint64_t r = rng() % 64;
+        if (r == 0) p.g[i] = kBf16PlusInf;
+        if (r == 1) p.g[i] = reference::float_to_bf16(3.0e38f);
+        if (r == 2) p.g[i] = kBf16MinusInf;
+      }
+      for (int64_t t : {5, 16, 17, 40, 150})
+        for (int64_t i = 0; i < D; ++i) p.g[(t * 2 + 1) * D + i] = kBf16PlusInf;
+    }, split == 1 ? "softplus +inf/-inf/3e38 gates" : "softplus +inf/-inf/3e38 gates, P = 3");
+  }
+}
+
+TEST(GpuNumerics, PreactivatedGateOfMinusInfinity) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 64, s.H = 1, s.HV = 1, s.gate = KDA_GATE_PREACTIVATED, s.seed = 73;
+  check_case(s, [](RandomProblem& p) {
+    for (size_t i = 0; i < p.g.size(); i += 7) p.g[i] = kBf16MinusInf;
+    for (size_t i = 3; i < p.g.size(); i += 11) p.g[i] = reference::float_to_bf16(-3.0e38f);
+  }, "preactivated -inf and -3e38 gates");
+}
+
+TEST(GpuNumerics, RateBeyondFp32WithAZeroGateArgument) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
+    ProblemSpec s;
+    s.T = 48, s.H = 1, s.HV = 2, s.gate = gate, s.seed = 74;
+    check_case(s, [](RandomProblem& p) {
+      p.A_log[0] = 100.0f;
+      p.A_log[1] = 88.5f;
+      for (size_t i = 0; i < p.dt_bias.size(); ++i) p.dt_bias[i] = i % 2 ? 0.0f : 40.0f;  // huge dt · rate too
+      for (size_t i = 0; i < p.g.size(); i += 3) p.g[i] = 0;
+      for (size_t i = 1; i < p.g.size(); i += 5) p.g[i] = reference::float_to_bf16(-200.0f);
+    }, gate == KDA_GATE_BOUNDED ? "A_log 100, zero argument (bounded)" : "A_log 100, zero argument (softplus)");
+  }
+}
+
+}  // namespace
+}  // namespace kda::test
