@@ -173,3 +173,11 @@ int32_t kda_build_cuda_version(void) { return CUDART_VERSION; }
 const char* kda_build_architectures(void) { return FLASH_KDA_ARCHS; }
 
 }  // extern "C"
+
+// ---- Shared with the other entry points (src/api/device_checks.h; api_decode.cpp) ----
+namespace kda {
+kda_status check_sm90_device(int* device) { return check_device(device); }
+kda_status check_device_pointer(const char* name, const void* ptr, int device) {
+  return check_pointer(name, ptr, device);
+}
+}  // namespace kda

@@ -304,3 +304,16 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out) {
 }
 
 }  // namespace kda
+
+// ---- Shared with the other validators (src/api/tensor_rules.h; validate_decode.cpp) ----
+namespace kda {
+
+kda_status check_tensor_rules(const char* name, const kda_tensor& t, int ndim, const int64_t* shape, kda_dtype dt0,
+                              kda_dtype dt1, bool contiguous, const char* shape_hint) {
+  return check_tensor(name, t, ndim, shape, dt0, dt1, contiguous, shape_hint);
+}
+kda_status check_tensor_row_alignment(const char* name, const kda_tensor& t) { return check_row_alignment(name, t); }
+std::string tensor_shape_string(const kda_tensor& t) { return shape_str(t); }
+bool tensor_missing(const kda_tensor& t) { return missing(t); }
+
+}  // namespace kda

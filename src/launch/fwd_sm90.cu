@@ -2,8 +2,9 @@
 // The only host code that knows the kernels (src/kernels/sm90/*).
 //
 // Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), 256 bytes for the opt-in
-// cu_seqlens check, then (context parallelism only) the float32 segment states and transitions
-// (plan.h). Launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
+// cu_seqlens check, the bounded warm-up's chunk bounds and fallback flags, then (context
+// parallelism only) the float32 segment states and transitions (plan.h). kda_fwd_prepared finds the
+// records and bounds where kda_segment_transition's preparation left them (cp_sm90.cu). Launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
 // chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
 // in two passes around context_combine_kernel. No allocation, no synchronisation, no host read of
 // device data (except the opt-in check).
@@ -16,6 +17,7 @@
 #include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
 #include "src/launch/launch.h"
+#include "src/launch/launch_util.cuh"
 #include "src/launch/plan.h"
 
 namespace kda::sm90 {
@@ -49,29 +51,6 @@ constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
 #endif
 constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 
-// Programmatic dependent launch: every kernel after the preparation may start (prologue: barrier
-// setup, the caller's initial state) while its predecessor drains (src/ptx/grid_dependency.cuh).
-#ifndef FLASH_KDA_PDL
-#define FLASH_KDA_PDL 1
-#endif
-
-// Launches `kernel` on `stream`; `dependent`: as a programmatic dependent of the previous kernel.
-template <typename Params>
-cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, int threads, int smem, cudaStream_t stream,
-                          bool dependent, const Params& params) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = (dependent && FLASH_KDA_PDL) ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, params);
-}
-
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
 }
@@ -82,26 +61,33 @@ size_t records_bytes(const Problem& pr) {
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
-// Byte offsets in the workspace: the records, the check word, then (sequence parallelism only) the
-// exact combine's float32 states and transitions, the warm-up's chunk bounds and fallback flags.
+// Byte offsets in the workspace: the records, the check word, the warm-up's chunk bounds (always
+// with `prepared`: a preparation left by kda_segment_transition, §3.4) and fallback flags, then
+// (sequence parallelism only) the exact combine's float32 states and transitions.
 struct WorkspaceLayout {
   size_t context = 0, bounds = 0, fallback = 0, total = 0;
 };
-WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan) {
+WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, bool prepared) {
   WorkspaceLayout w;
   w.total = records_bytes(pr) + kCheckBytes;
+  const bool warm = plan.method == SplitMethod::kWarmup;
+  if (warm || prepared) {
+    w.bounds = align256(w.total);
+    w.total = w.bounds + static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * sizeof(float);
+  }
+  if (warm) {
+    w.fallback = align256(w.total);
+    w.total = w.fallback + static_cast<size_t>(pr.N * pr.HV) * sizeof(int32_t);
+  }
   const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
   if (cp > 0) {
     w.context = align256(w.total);
     w.total = w.context + cp;
   }
-  if (plan.method == SplitMethod::kWarmup) {
-    w.bounds = align256(w.total);
-    w.fallback = align256(w.bounds + static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * sizeof(float));
-    w.total = w.fallback + static_cast<size_t>(pr.N * pr.HV) * sizeof(int32_t);
-  }
   return w;
 }
+
+}  // namespace
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
   SequenceLayout s;
@@ -114,11 +100,17 @@ SequenceLayout make_sequence_layout(const Problem& pr) {
   return s;
 }
 
-Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
-
-kda_status cuda_error(const char* what, cudaError_t err) {
-  return make_error(KDA_ERROR_CUDA, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+size_t preparation_bytes(const Problem& pr) {
+  return align256(records_bytes(pr) + kCheckBytes) + static_cast<size_t>(num_vchunks(pr)) * static_cast<size_t>(pr.HV) * sizeof(float);
 }
+
+float* preparation_bounds(const Problem& pr, void* workspace) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + align256(records_bytes(pr) + kCheckBytes));
+}
+
+namespace {
+
+Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
 
 // Raises the dynamic shared-memory limit of a kernel (per device, so on every call: a host-side
 // attribute, allowed during stream capture, microseconds).
@@ -149,12 +141,6 @@ kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStrea
                       dependent, rp);
   if (err != cudaSuccess) return cuda_error("chunk_recurrence_kernel launch", err);
   return make_ok();
-}
-
-int sm_count() {
-  int device = 0, count = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  return count;
 }
 
 }  // namespace
@@ -209,9 +195,61 @@ kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaS
 
 }  // namespace
 
-size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) { return workspace_layout(pr, plan).total; }
+kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_stream_t stream, bool dependent) {
+  return launch_recurrence_for(rp, ctas, reinterpret_cast<cudaStream_t>(stream), dependent);
+}
 
-kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream_handle) {
+kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+  const kda_fwd_params& a = *pr.params;
+  const SequenceLayout seq = make_sequence_layout(pr);
+  if (seq.num_vchunks == 0) return make_ok();
+  PrepParams pp;
+  pp.seq = seq;
+  pp.q = static_cast<const uint16_t*>(a.q.data);
+  pp.k = static_cast<const uint16_t*>(a.k.data);
+  pp.g = a.g.data;
+  pp.beta = a.beta.data;
+  pp.q_st = strides_of(a.q);
+  pp.k_st = strides_of(a.k);
+  pp.g_st = strides_of(a.g);
+  pp.beta_st = strides_of(a.beta);
+  pp.A_log = static_cast<const float*>(a.A_log.data);
+  pp.dt_bias = static_cast<const float*>(a.dt_bias.data);
+  pp.H = static_cast<int32_t>(pr.H);
+  pp.HV = static_cast<int32_t>(pr.HV);
+  pp.group = static_cast<int32_t>(pr.group());
+  pp.g_is_f32 = a.g.dtype == KDA_DTYPE_F32;
+  pp.beta_is_f32 = a.beta.dtype == KDA_DTYPE_F32;
+  pp.beta_sigmoid = a.beta_sigmoid != 0;
+  pp.qk_l2norm = a.qk_l2norm != 0;
+  pp.allow_neg_eigval = a.allow_neg_eigval != 0;
+  pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
+  pp.lower_bound = static_cast<float>(a.lower_bound);
+  pp.records = static_cast<uint8_t*>(workspace);
+  pp.chunk_bounds = chunk_bounds;
+  switch (a.gate) {
+    case KDA_GATE_BOUNDED: return launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream);
+    case KDA_GATE_SOFTPLUS: return launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream);
+    default: return launch_prep<GateKind::kPreactivated>(pp, seq.num_vchunks, pp.HV, stream);
+  }
+}
+
+size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
+  return workspace_layout(pr, plan, false).total;
+}
+
+size_t fwd_prepared_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
+  return workspace_layout(pr, plan, true).total;
+}
+
+namespace {
+
+// The forward pass; `prepared`: the workspace already holds this problem's preparation (records and
+// chunk bounds, from kda_segment_transition), so the recurrence starts at once, as an ordinary
+// launch (the previous kernel in the stream is not the preparation).
+kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream_handle,
+                   bool prepared) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_fwd_params& a = *pr.params;
   const SequenceLayout seq = make_sequence_layout(pr);
@@ -219,7 +257,7 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
 
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
-  const WorkspaceLayout ws = workspace_layout(pr, plan);
+  const WorkspaceLayout ws = workspace_layout(pr, plan, prepared);
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;
   if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan), combine_ctas}) > 0x7fffffff)
@@ -227,40 +265,7 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
                       static_cast<long long>(units));
   float* chunk_bounds = warm ? reinterpret_cast<float*>(records + ws.bounds) : nullptr;
   int32_t* unit_fallback = warm ? reinterpret_cast<int32_t*>(records + ws.fallback) : nullptr;
-
-  if (seq.num_vchunks > 0) {
-    PrepParams pp;
-    pp.seq = seq;
-    pp.q = static_cast<const uint16_t*>(a.q.data);
-    pp.k = static_cast<const uint16_t*>(a.k.data);
-    pp.g = a.g.data;
-    pp.beta = a.beta.data;
-    pp.q_st = strides_of(a.q);
-    pp.k_st = strides_of(a.k);
-    pp.g_st = strides_of(a.g);
-    pp.beta_st = strides_of(a.beta);
-    pp.A_log = static_cast<const float*>(a.A_log.data);
-    pp.dt_bias = static_cast<const float*>(a.dt_bias.data);
-    pp.H = static_cast<int32_t>(pr.H);
-    pp.HV = static_cast<int32_t>(pr.HV);
-    pp.group = static_cast<int32_t>(pr.group());
-    pp.g_is_f32 = a.g.dtype == KDA_DTYPE_F32;
-    pp.beta_is_f32 = a.beta.dtype == KDA_DTYPE_F32;
-    pp.beta_sigmoid = a.beta_sigmoid != 0;
-    pp.qk_l2norm = a.qk_l2norm != 0;
-    pp.allow_neg_eigval = a.allow_neg_eigval != 0;
-    pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
-    pp.lower_bound = static_cast<float>(a.lower_bound);
-    pp.records = records;
-    pp.chunk_bounds = chunk_bounds;
-    kda_status st;
-    switch (a.gate) {
-      case KDA_GATE_BOUNDED: st = launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream); break;
-      case KDA_GATE_SOFTPLUS: st = launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream); break;
-      default: st = launch_prep<GateKind::kPreactivated>(pp, seq.num_vchunks, pp.HV, stream); break;
-    }
-    if (st.code != KDA_OK) return st;
-  }
+  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle));
 
   RecurrenceParams rp;
   rp.seq = seq;
@@ -284,7 +289,8 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
   const int64_t state_elems = 128 * 128;
   rp.cp_states = plan.segments > 1 ? reinterpret_cast<float*>(records + ws.context) : nullptr;
   rp.cp_transitions = rp.cp_states == nullptr ? nullptr : rp.cp_states + units * (plan.segments - 1) * state_elems;
-  const bool after_prep = seq.num_vchunks > 0;  // else the previous kernel in the stream is the caller's
+  // Else the previous kernel in the stream is the caller's.
+  const bool after_prep = !prepared && seq.num_vchunks > 0;
   rp.pass = plan.method == SplitMethod::kNone ? RecurrencePass::kWhole : RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
@@ -302,6 +308,16 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
   rp.pass = RecurrencePass::kSecond;
   rp.vsplit = plan.vsplit_second;
   return launch_recurrence_for(rp, second_pass_ctas(units, plan), stream, true);
+}
+
+}  // namespace
+
+kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream) {
+  return run_fwd(pr, plan, workspace, stream, false);
+}
+
+kda_status fwd_prepared(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream) {
+  return run_fwd(pr, plan, workspace, stream, true);
 }
 
 kda_status check_cu_seqlens(const Problem& pr, void* workspace, kda_stream_t stream_handle) {

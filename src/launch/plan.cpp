@@ -205,4 +205,34 @@ size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan) {
   return static_cast<size_t>(units) * per_unit;
 }
 
+TransitionPlan plan_transition(const PlanRequest& r) {
+  const int sms = std::max(r.sms, 1);
+  const int64_t units = std::max<int64_t>(r.units, 1);
+  const int64_t chunks = std::max<int64_t>(r.chunks, 0);
+  const int forced = std::min(r.forced_segments, kMaxContextSegments);
+  TransitionPlan best;
+  bool found = false;
+  // Per candidate: the pass (two chains per segment, no output products: the forward's step time is
+  // an upper bound), the fold's sequential steps and its launch.
+  for (int P = forced >= 1 ? forced : 1; P <= (forced >= 1 ? forced : kMaxContextSegments); ++P) {
+    if (forced < 1 && P > 1 && P > chunks) break;  // more segments than chunks: empty ones, no gain
+    for (int v : {1, 2, 4, 8}) {
+      const double cost = pass_cost(units * 2 * P * v, static_cast<double>((chunks + P - 1) / P), v, sms) +
+                          kCombineStepUs * (P - 1) + kExtraLaunchesUs;
+      if (!found || cost < best.cost_us) {
+        found = true;
+        best.segments = P;
+        best.vsplit = v;
+        best.cost_us = cost;
+      }
+    }
+  }
+  best.method = r.warmup_valid && r.method != KDA_CONTEXT_EXACT ? SplitMethod::kWarmup : SplitMethod::kExact;
+  return best;
+}
+
+size_t transition_scratch_bytes(int64_t units, const TransitionPlan& plan) {
+  return static_cast<size_t>(units) * static_cast<size_t>(plan.segments) * 2 * 128 * 128 * sizeof(float);
+}
+
 }  // namespace kda::sm90
