@@ -8,6 +8,8 @@ signature, so flash-linear-attention dispatches ``chunk_kda`` here); uninstall t
     flash_kda.get_workspace_size(q, k, v, g, beta, ...)     # bytes, for a caller workspace
     flash_kda.chunk_kda(q, k, v, g, beta, ...)              # FLA keywords -> (out, final_state)
     flash_kda.build_info()                                  # versions, CUDA, archs, commit
+    flash_kda.distributed.fwd(q, k, v, g, beta, ..., group=g)  # tokens sharded over ranks (NCCL)
+    flash_kda.segment_transition / combine_transitions / fwd_prepared   # its building blocks
 
 The op is also reachable as ``torch.ops.flash_kda.fwd`` (schema with mutation annotations, a fake
 kernel for torch.compile). In eager mode ``fwd`` runs plain calls through a direct C++ entry point
@@ -17,5 +19,8 @@ kernel for torch.compile). In eager mode ``fwd`` runs plain calls through a dire
 from ._version import __version__
 from ._ops import build_info, fwd, get_workspace_size
 from ._chunk import chunk_kda
+from ._cp import combine_transitions, fwd_prepared, get_transition_workspace_size, segment_transition
+from . import distributed
 
-__all__ = ["__version__", "build_info", "chunk_kda", "fwd", "get_workspace_size"]
+__all__ = ["__version__", "build_info", "chunk_kda", "combine_transitions", "distributed", "fwd",
+           "fwd_prepared", "get_transition_workspace_size", "get_workspace_size", "segment_transition"]
