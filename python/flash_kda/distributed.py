@@ -23,7 +23,8 @@ Final states: the rank holding a sequence's last token computes it. ``final_stat
 (default) returns every sequence's final state [N, HV, V, K] float32 on every rank (one broadcast
 from the last rank for a fixed batch, one all-reduce of zero-filled rows for a packed batch: exact,
 a single non-zero addend per row); ``"owner"`` skips that collective and returns the rows of the
-sequences whose last token is on this rank (``ShardPlan.owned()``), the others zero.
+sequences whose last token is on this rank (``ShardPlan.owned()``), the others zero. Sequences
+without tokens keep their initial state (or zeros) on every rank, in both modes.
 """
 from __future__ import annotations
 
