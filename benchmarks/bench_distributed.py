@@ -101,10 +101,10 @@ def rel_l2(x, ref):
 
 def main():
     a = parse_args()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)  # before NCCL starts: its communicator uses the current device
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
     import flash_kda
     rows = []

@@ -20,9 +20,9 @@ K = 128
 
 
 def main():
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # before NCCL starts
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dev = torch.device("cuda")
 
     # The whole batch (the same on every rank here; in a real stack each rank only has its shard):

@@ -2,6 +2,7 @@
 #include "src/launch/plan.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace kda::sm90 {
 namespace {
@@ -36,6 +37,9 @@ constexpr double kRequiredGain = 0.9;
 constexpr double kWarmupChunksEstimate = 1.0;
 constexpr double kIdleLaunchUs = 2.0;
 constexpr double kFallbackSlack = 1.2;
+// Across GPUs, bounded transitions: the exact layout (the fallback) may cost this much more than the
+// best one when every unit falls back, for shorter chains when few do.
+constexpr double kBoundedSlack = 1.1;
 
 int64_t waves(int64_t ctas, int sms) { return (ctas + sms - 1) / sms; }
 
@@ -210,24 +214,34 @@ TransitionPlan plan_transition(const PlanRequest& r) {
   const int64_t units = std::max<int64_t>(r.units, 1);
   const int64_t chunks = std::max<int64_t>(r.chunks, 0);
   const int forced = std::min(r.forced_segments, kMaxContextSegments);
-  TransitionPlan best;
-  bool found = false;
+  const bool bounded = r.warmup_valid && r.method != KDA_CONTEXT_EXACT;
   // Per candidate: the pass (two chains per segment, no output products: the forward's step time is
   // an upper bound), the fold's sequential steps and its launch.
+  std::vector<TransitionPlan> candidates;
   for (int P = forced >= 1 ? forced : 1; P <= (forced >= 1 ? forced : kMaxContextSegments); ++P) {
     if (forced < 1 && P > 1 && P > chunks) break;  // more segments than chunks: empty ones, no gain
     for (int v : {1, 2, 4, 8}) {
-      const double cost = pass_cost(units * 2 * P * v, static_cast<double>((chunks + P - 1) / P), v, sms) +
-                          kCombineStepUs * (P - 1) + kExtraLaunchesUs;
-      if (!found || cost < best.cost_us) {
-        found = true;
-        best.segments = P;
-        best.vsplit = v;
-        best.cost_us = cost;
-      }
+      TransitionPlan c;
+      c.segments = P;
+      c.vsplit = v;
+      c.cost_us = pass_cost(units * 2 * P * v, static_cast<double>((chunks + P - 1) / P), v, sms) +
+                  kCombineStepUs * (P - 1) + kExtraLaunchesUs;
+      candidates.push_back(c);
     }
   }
-  best.method = r.warmup_valid && r.method != KDA_CONTEXT_EXACT ? SplitMethod::kWarmup : SplitMethod::kExact;
+  TransitionPlan best = candidates.front();
+  for (const TransitionPlan& c : candidates)
+    if (c.cost_us < best.cost_us) best = c;
+  // Bounded: the exact layout serves only the units whose bound fails, usually few of them, whose
+  // chains are shorter with more segments: the most segments within kBoundedSlack of the best plan
+  // for all units (the idle slots of the others exit at once).
+  if (bounded && forced < 1) {
+    const double limit = kBoundedSlack * best.cost_us;
+    for (const TransitionPlan& c : candidates)
+      if (c.cost_us <= limit && (c.segments > best.segments || (c.segments == best.segments && c.cost_us < best.cost_us)))
+        best = c;
+  }
+  best.method = bounded ? SplitMethod::kWarmup : SplitMethod::kExact;
   return best;
 }
 
