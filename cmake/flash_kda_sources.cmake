@@ -4,13 +4,18 @@ set(FLASH_KDA_SOURCES
   src/api/api.cpp
   src/api/validate.cpp
   src/api/memory_rules.cpp
+  # context parallelism across GPUs: entry points, validation (docs/design.md §3.4)
+  src/api/api_cp.cpp
+  src/api/validate_cp.cpp
   # launchers: the only host code that knows grids, shared memory sizes and workspace layout
   src/launch/fwd_sm90.cu
   src/launch/plan.cpp
+  src/launch/cp_sm90.cu
   # CPU reference (sees only the public header)
   reference/recurrence_f64.cpp
   reference/chunked_f32.cpp
   reference/common.cpp
+  reference/transition_f64.cpp
 )
 # Decode and speculative verify over an indexed state pool (kda_decode): entry points and
 # validation, the launcher and its plan, the float64 CPU path.

@@ -16,6 +16,10 @@
 #   python     pip install of the flash_kda package, pytest (FLA comparison when FLA is present)
 #   pybench    Python benchmark: this package and FLA's Triton kernels in one run (FLA_CASES; the decode
 #              group against FLA's fused_recurrent_kda whenever FLA imports)
+#   distributed  context parallelism across GPUs (needs >= 2 GPUs, else skipped with a message; installs
+#              the package when it is not importable): the 2-process NCCL tests and the building blocks'
+#              tests (pytest), the example, and the scaling benchmark (1 and 2 GPUs, DIST_T tokens, H = 8)
+#              -> bench_distributed.json and BENCHMARK_CP_H200.md in OUT; NCCL_NVLS_ENABLE=0 throughout
 # Usage: scripts/gpu_verify.sh [stage ...]  (default: build tests sanitizer bench decode python pybench)
 # Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
 #   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
@@ -98,6 +102,7 @@ stage_sanitizer() {
   all="$all:GpuWarmup.EveryPieceCount:GpuWarmup.MixedFallbackIsExactAndDeterministic:GpuWarmup.IgnoringTheBoundFailsOnLongMemory"
   all="$all:GpuDecode.*"  # every decode test: both kernels, every configuration, the content check
   all="$all:GpuNumerics.*:GpuMemory.InPlaceStateUpdateEqualsOutOfPlace"
+  all="$all:GpuTransition.LastSequencesOnlyAndVarlen:GpuTransition.BoundedTailIsTheLastChunks"
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$golden
@@ -218,6 +223,41 @@ stage_pybench() {
     --json "$LOG/bench_python.json" "${fla_args[@]}") >"$LOG/bench_python.log" 2>&1 || rc=$((rc + 1))
   tail -40 "$LOG/bench_python.log"
   record pybench $rc "logs: bench_python.log, bench_python.json"
+}
+
+stage_distributed() {
+  local rc=0 gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$gpus" -lt 2 ]; then
+    echo "distributed: this machine has $gpus GPU(s); the stage needs 2 (nvidia-h200-x2): skipped"
+    record distributed 0 "skipped: $gpus GPU(s)"
+    return
+  fi
+  export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+  if ! (cd /tmp && python3 -c "import flash_kda.distributed") >/dev/null 2>&1; then
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . \
+      >"$LOG/pip_install_distributed.log" 2>&1 || rc=$((rc + 1))
+  fi
+  [ -d "$DATA/fla" ] && export FLASH_KDA_FLA_DIR="$DATA"
+  (cd /tmp && timeout 900 python3 -m pytest -q -rs -s "$ROOT/tests/python/test_distributed.py" \
+    "$ROOT/tests/python/test_cp_ops.py" "$ROOT/tests/python/test_cp_plan.py" -p no:cacheprovider) \
+    >"$LOG/pytest_distributed.log" 2>&1 || rc=$((rc + 1))
+  grep -E "^\[distributed\]|\[cp\]|passed|failed|error|skipped" "$LOG/pytest_distributed.log" | tail -45
+  timeout 300 scripts/run_distributed.sh 2 benchmarks/example_distributed.py >"$LOG/example_distributed.log" 2>&1 ||
+    rc=$((rc + 1))
+  grep -E "^rank|relative" "$LOG/example_distributed.log"
+  timeout 900 scripts/run_distributed.sh 2 benchmarks/bench_distributed.py --T ${DIST_T:-262144 1048576} \
+    --commit "$(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-?}")" --json "$LOG/bench_distributed.json" \
+    >"$LOG/bench_distributed.log" 2>&1 || rc=$((rc + 1))
+  grep -vE "^(W|I)[0-9]{4}|^\*+$|OMP_NUM_THREADS|Setting OMP" "$LOG/bench_distributed.log" | tail -20
+  if [ -f "$LOG/bench_distributed.json" ]; then
+    python3 scripts/make_distributed_md.py --json "$LOG/bench_distributed.json" --out "$LOG/BENCHMARK_CP_H200.md" \
+      --command "scripts/gpu_verify.sh distributed (scripts/run_distributed.sh 2 benchmarks/bench_distributed.py --T ${DIST_T:-262144 1048576})" \
+      >/dev/null || rc=$((rc + 1))
+    cp "$LOG/bench_distributed.json" "$LOG/BENCHMARK_CP_H200.md" "$OUT/" 2>/dev/null
+    tail -4 "$LOG/BENCHMARK_CP_H200.md"
+  fi
+  record distributed $rc "logs: pytest_distributed.log, example_distributed.log, bench_distributed.log; BENCHMARK_CP_H200.md"
 }
 
 note "flash_kda GPU verification: $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nvidia-smi -L 2>/dev/null | head -1)"

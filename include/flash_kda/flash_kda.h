@@ -188,7 +188,7 @@ const char* kda_version_string(void);
 int32_t kda_build_cuda_version(void);
 const char* kda_build_architectures(void);
 
-/* ==============================================================================================
+/* =======================================================================================
  * Decode and speculative verify over an indexed state pool (serving engines; docs/design.md §5)
  *
  * Serving engines keep one state per request slot in a pool and run a few tokens per request per
@@ -259,6 +259,62 @@ kda_status kda_decode(const kda_decode_params* params, kda_stream_t stream);
    (sequence, value head); num_threads <= 0 uses the hardware concurrency. out is rounded to bf16
    once, states to the pool's dtype once per write. check_indices checks the contents on the host. */
 kda_status kda_decode_cpu(const kda_decode_params* params, int32_t num_threads);
+
+/* ---- Context parallelism across GPUs: building blocks (docs/design.md §3.4) --------------------
+ *
+ * A sequence sharded along tokens: for each shard and (sequence, value head), in float32,
+ *
+ *     S_end = S_start · Mᵀ + D        S, D: [V, K] (V-first, as the states); M: [K, K]
+ *
+ * D is the shard's end state from a zero start; M the product of the per-token maps
+ * s -> (I - b k̂k̂ᵀ) Diag(e^a) s (latest token on the left) acting on each state row s as a column
+ * vector, so that shards compose as S(r+1) = S(r)·M_rᵀ + D_r. No communication happens in these
+ * functions: a driver (Python: flash_kda.distributed) exchanges (D, M) between the ranks.
+ *
+ * Matrix tensors (D, M, start_states, end_state): float32, every [128, 128] matrix dense (stride[3]
+ * = 1, stride[2] = 128); stride[0] and stride[1] free (>= 0, multiples of 4 elements), data 16-byte
+ * aligned; so D and M may be views of one packed buffer [.., HV, V + K, K] (D's rows, then M's). */
+
+/* Bytes of device workspace for kda_segment_transition followed by kda_fwd_prepared on the same
+   params (the larger of the two; the preparation they share stays at the start). D and M as for
+   kda_segment_transition (both absent: the preparation only). Shape-only. */
+kda_status kda_segment_transition_workspace_size(const kda_fwd_params* params, kda_tensor D, kda_tensor M,
+                                                 size_t* bytes);
+
+/* (D, M) of the LAST N_t sequences of the shard described by params (q, k, v, g, beta, gate
+   options, scale, cu_seqlens, context_split / context_method; out, initial_state and final_state
+   are ignored): D [N_t, HV, V, K] f32 and M [N_t, HV, K, K] f32, 1 <= N_t <= N; row i is sequence
+   N - N_t + i (a fixed batch: N_t = B; in a packed shard only the last sequence can continue on
+   the next rank: N_t = 1). D and M both absent: only the preparation runs. Either way the
+   preparation of every sequence (chunk records, decay bounds) is left in `workspace` for
+   kda_fwd_prepared.
+   Method (params.context_method): KDA_CONTEXT_EXACT runs every chunk (P segments in parallel, then
+   a float32 fold); otherwise, when the decay bound applies (qk_l2norm = 1, allow_neg_eigval = 0),
+   a (sequence, head) uses only its last w <= 4 chunks, w such that the product of their decay
+   bounds is <= 2^-24 (the rule kda_fwd applies inside a GPU, spec §10): S_start·Mᵀ + D then
+   equals the exact end state up to 2^-24 of the states' norms, M being accurate to 2^-23 in
+   absolute terms; pairs whose gates do not prove that run every chunk, decided on the device.
+   context_split forces the number of segments of the exact computation. Enqueued on `stream`;
+   no allocation, no synchronisation; capturable in a CUDA graph. */
+kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kda_tensor M, void* workspace,
+                                  size_t workspace_bytes, kda_stream_t stream);
+
+/* kda_fwd for the same shard, reusing the preparation that the previous kda_segment_transition
+   call with the same params (inputs, options) left in the same `workspace` (stream-ordered, nothing
+   written in between): q, k, g, beta, A_log, dt_bias, cu_seqlens, scale and the gate options must be
+   unchanged; v, out, initial_state (typically the combined start state) and final_state are free.
+   workspace_bytes: at least kda_segment_transition_workspace_size. */
+kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_t workspace_bytes,
+                            kda_stream_t stream);
+
+/* Start states of R consecutive shards of N sequences (HV value heads): S(0) = initial_state (or
+   zeros), S(r+1) = S(r)·M_rᵀ + D_r, in float32 on the device (fixed summation order). Row r·N + n
+   of D [R·N, HV, V, K] and M [R·N, HV, K, K] is shard r of sequence n. initial_state [N, HV, V, K]
+   f32 or bf16, contiguous, optional. Outputs (at least one): start_states [R·N, HV, V, K] f32
+   (S(r) of sequence n at row r·N + n) and end_state [N, HV, V, K] f32 (S(R)). Outputs must not
+   overlap the inputs. */
+kda_status kda_combine_transitions(int64_t num_shards, kda_tensor D, kda_tensor M, kda_tensor initial_state,
+                                   kda_tensor start_states, kda_tensor end_state, kda_stream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -4,6 +4,7 @@
 //   flash_kda::fwd                 CUDA (and CPU, only to reject CPU tensors by name); returns ()
 //   flash_kda::get_workspace_size  shape-only query, any device (also meta), returns int
 //   flash_kda::build_info          "key=value;..." facts about this build
+// and, from binding_cp.inc, the building blocks of context parallelism across GPUs.
 // and, when built against Python's headers (FLASH_KDA_PYTHON_MODULE), the module init PyInit__C, so
 // that `from flash_kda import _C` loads the library and runs the registrations. Without the
 // headers the same code is a plain shared library that flash_kda loads with torch.ops.load_library.
@@ -279,6 +280,9 @@ TORCH_LIBRARY(flash_kda, m) {
       &get_workspace_size);
   m.def("build_info() -> str", &build_info);
 }
+
+// flash_kda::segment_transition, transition_workspace_size, fwd_prepared, combine_transitions.
+#include "binding_cp.inc"  // NOLINT(build/include)
 
 TORCH_LIBRARY_IMPL(flash_kda, CUDA, m) { m.impl("fwd", &fwd); }
 

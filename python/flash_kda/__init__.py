@@ -10,6 +10,8 @@ signature, so flash-linear-attention dispatches ``chunk_kda`` here); uninstall t
     flash_kda.build_info()                                  # versions, CUDA, archs, commit
     flash_kda.decode(q, k, v, g, beta, state_pool, state_indices, ...)   # decode / verify, pool in place
     flash_kda.fused_recurrent_kda(q, k, v, g, beta, ...)    # FLA keywords -> (out, final_state)
+    flash_kda.distributed.fwd(q, k, v, g, beta, ..., group=g)  # tokens sharded over ranks (NCCL)
+    flash_kda.segment_transition / combine_transitions / fwd_prepared   # its building blocks
 
 The op is also reachable as ``torch.ops.flash_kda.fwd`` (schema with mutation annotations, a fake
 kernel for torch.compile). In eager mode ``fwd`` runs plain calls through a direct C++ entry point
@@ -20,5 +22,9 @@ from ._version import __version__
 from ._ops import build_info, fwd, get_workspace_size
 from ._chunk import chunk_kda
 from ._decode import decode, fused_recurrent_kda
+from ._cp import combine_transitions, fwd_prepared, get_transition_workspace_size, segment_transition
+from . import distributed
 
-__all__ = ["__version__", "build_info", "chunk_kda", "decode", "fused_recurrent_kda", "fwd", "get_workspace_size"]
+__all__ = ["__version__", "build_info", "chunk_kda", "combine_transitions", "decode", "distributed",
+           "fused_recurrent_kda", "fwd", "fwd_prepared", "get_transition_workspace_size", "get_workspace_size",
+           "segment_transition"]

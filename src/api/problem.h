@@ -34,7 +34,9 @@ enum class ValidateMode {
 
 // Checks every rule that needs no device memory access. Returns KDA_OK and fills `out`, or an error
 // whose message names the argument, the expectation and what was given.
-kda_status validate(const kda_fwd_params* params, ValidateMode mode, Problem* out);
+// `writes_out` = false: out is a stand-in that nothing writes (kda_segment_transition): the memory
+// rules on out (its rows distinct, disjoint from the inputs) are not applied.
+kda_status validate(const kda_fwd_params* params, ValidateMode mode, Problem* out, bool writes_out = true);
 
 // Status helpers shared by the API layer and the launchers.
 kda_status make_ok();

@@ -2,17 +2,15 @@
 // The only host code that knows the kernels (src/kernels/sm90/*).
 //
 // Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), 256 bytes for the opt-in
-// cu_seqlens check, then (context parallelism only) the float32 segment states and transitions
-// (plan.h). Launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
+// cu_seqlens check, the bounded warm-up's chunk bounds and fallback flags, then (context
+// parallelism only) the float32 segment states and transitions (plan.h). kda_fwd_prepared finds the
+// records and bounds where kda_segment_transition's preparation left them (cp_sm90.cu). Launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
 // chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
 // in two passes around context_combine_kernel. No allocation, no synchronisation, no host read of
 // device data (except the opt-in check).
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdint>
-#include <string>
 
 #include "src/kernels/sm90/chunk_prep_kernel.cuh"
 #include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
@@ -20,6 +18,7 @@
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
 #include "src/api/checked_math.h"
 #include "src/launch/launch.h"
+#include "src/launch/launch_util.cuh"
 #include "src/launch/plan.h"
 
 namespace kda::sm90 {
@@ -53,29 +52,6 @@ constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
 #endif
 constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 
-// Programmatic dependent launch: every kernel after the preparation may start (prologue: barrier
-// setup, the caller's initial state) while its predecessor drains (src/ptx/grid_dependency.cuh).
-#ifndef FLASH_KDA_PDL
-#define FLASH_KDA_PDL 1
-#endif
-
-// Launches `kernel` on `stream`; `dependent`: as a programmatic dependent of the previous kernel.
-template <typename Params>
-cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, int threads, int smem, cudaStream_t stream,
-                          bool dependent, const Params& params) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = (dependent && FLASH_KDA_PDL) ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, params);
-}
-
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
 }
@@ -86,29 +62,38 @@ size_t records_bytes(const Problem& pr) {
   return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), ChunkRecord::kBytes);
 }
 
+size_t bounds_bytes(const Problem& pr) { return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), sizeof(float)); }
+
 size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 256 * 256; }
 
-// Byte offsets in the workspace: the records, the check word, then (sequence parallelism only) the
-// exact combine's float32 states and transitions, the warm-up's chunk bounds and fallback flags.
-// Sizes saturate at SIZE_MAX (reported by the API layer as "sizes too large").
+// Byte offsets in the workspace: the records, the check word, the warm-up's chunk bounds (always
+// with `prepared`: a preparation left by kda_segment_transition, §3.4) and fallback flags, then
+// (sequence parallelism only) the exact combine's float32 states and transitions. Sizes saturate at
+// SIZE_MAX.
 struct WorkspaceLayout {
   size_t context = 0, bounds = 0, fallback = 0, total = 0;
 };
-WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan) {
+WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, bool prepared) {
   WorkspaceLayout w;
   w.total = sat_add(records_bytes(pr), kCheckBytes);
+  const bool warm = plan.method == SplitMethod::kWarmup;
+  if (warm || prepared) {
+    w.bounds = align256(w.total);
+    w.total = sat_add(w.bounds, bounds_bytes(pr));
+  }
+  if (warm) {
+    w.fallback = align256(w.total);
+    w.total = sat_add(w.fallback, sat_mul(sat_size(pr.N * pr.HV), sizeof(int32_t)));
+  }
   const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
   if (cp > 0) {
     w.context = align256(w.total);
     w.total = sat_add(w.context, cp);
   }
-  if (plan.method == SplitMethod::kWarmup) {
-    w.bounds = align256(w.total);
-    w.fallback = align256(sat_add(w.bounds, sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), sizeof(float))));
-    w.total = sat_add(w.fallback, sat_mul(sat_size(pr.N * pr.HV), sizeof(int32_t)));
-  }
   return w;
 }
+
+}  // namespace
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
   SequenceLayout s;
@@ -121,47 +106,17 @@ SequenceLayout make_sequence_layout(const Problem& pr) {
   return s;
 }
 
+size_t preparation_bytes(const Problem& pr) {
+  return sat_add(align256(sat_add(records_bytes(pr), kCheckBytes)), bounds_bytes(pr));
+}
+
+float* preparation_bounds(const Problem& pr, void* workspace) {
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + align256(sat_add(records_bytes(pr), kCheckBytes)));
+}
+
+namespace {
+
 Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
-
-kda_status cuda_error(const char* what, cudaError_t err) {
-  return make_error(KDA_ERROR_CUDA, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
-}
-
-// Raises the dynamic shared-memory limit of kKernel (a per-device attribute) once per device: one
-// atomic bit per device and kernel, no lock (threads racing on the first call may all set it; the
-// call is idempotent). Devices past 63 set it on every call. `forget` clears the bit (the context
-// was reset, see launch_with_smem).
-template <auto kKernel>
-cudaError_t set_smem_once(int bytes, bool forget = false) {
-  static std::atomic<uint64_t> done{0};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (forget) done.fetch_and(~bit, std::memory_order_relaxed);
-  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-  err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
-  return err;
-}
-
-// Sets kKernel's shared-memory limit (once per device) and launches it. A failed launch sets the
-// attribute again and retries once: after a device reset the attribute is gone while the bit is
-// not (a failed launch enqueues nothing).
-template <auto kKernel, typename Params>
-kda_status launch_with_smem(const char* name, dim3 grid, int threads, int smem, cudaStream_t stream, bool dependent,
-                            const Params& params) {
-  cudaError_t err = set_smem_once<kKernel>(smem);
-  if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    err = set_smem_once<kKernel>(smem, /*forget=*/true);
-    if (err != cudaSuccess) return cuda_error((std::string(name) + ": cudaFuncSetAttribute").c_str(), err);
-    err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
-    if (err != cudaSuccess) return cuda_error((std::string(name) + " launch").c_str(), err);
-  }
-  return make_ok();
-}
 
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
@@ -173,19 +128,12 @@ kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream
 template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>
 kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   using Layout = RecurrenceLayout<kRowGroups, kColSplit, kCtasPerSm>;
+  const dim3 grid(static_cast<unsigned>(ctas));
   if (rp.method == SplitMethod::kWarmup)
     return launch_with_smem<chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, true>>(
-        "chunk_recurrence_kernel", dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes),
-        stream, dependent, rp);
+        "chunk_recurrence_kernel", grid, Layout::kThreads, static_cast<int>(Layout::kBytes), stream, dependent, rp);
   return launch_with_smem<chunk_recurrence_kernel<kRowGroups, kColSplit, kSplitState, kCtasPerSm, false>>(
-      "chunk_recurrence_kernel", dim3(static_cast<unsigned>(ctas)), Layout::kThreads, static_cast<int>(Layout::kBytes),
-      stream, dependent, rp);
-}
-
-int sm_count() {
-  int device = 0, count = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  return count;
+      "chunk_recurrence_kernel", grid, Layout::kThreads, static_cast<int>(Layout::kBytes), stream, dependent, rp);
 }
 
 }  // namespace
@@ -240,9 +188,61 @@ kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaS
 
 }  // namespace
 
-size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) { return workspace_layout(pr, plan).total; }
+kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_stream_t stream, bool dependent) {
+  return launch_recurrence_for(rp, ctas, reinterpret_cast<cudaStream_t>(stream), dependent);
+}
 
-kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream_handle) {
+kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+  const kda_fwd_params& a = *pr.params;
+  const SequenceLayout seq = make_sequence_layout(pr);
+  if (seq.num_vchunks == 0) return make_ok();
+  PrepParams pp;
+  pp.seq = seq;
+  pp.q = static_cast<const uint16_t*>(a.q.data);
+  pp.k = static_cast<const uint16_t*>(a.k.data);
+  pp.g = a.g.data;
+  pp.beta = a.beta.data;
+  pp.q_st = strides_of(a.q);
+  pp.k_st = strides_of(a.k);
+  pp.g_st = strides_of(a.g);
+  pp.beta_st = strides_of(a.beta);
+  pp.A_log = static_cast<const float*>(a.A_log.data);
+  pp.dt_bias = static_cast<const float*>(a.dt_bias.data);
+  pp.H = static_cast<int32_t>(pr.H);
+  pp.HV = static_cast<int32_t>(pr.HV);
+  pp.group = static_cast<int32_t>(pr.group());
+  pp.g_is_f32 = a.g.dtype == KDA_DTYPE_F32;
+  pp.beta_is_f32 = a.beta.dtype == KDA_DTYPE_F32;
+  pp.beta_sigmoid = a.beta_sigmoid != 0;
+  pp.qk_l2norm = a.qk_l2norm != 0;
+  pp.allow_neg_eigval = a.allow_neg_eigval != 0;
+  pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
+  pp.lower_bound = static_cast<float>(a.lower_bound);
+  pp.records = static_cast<uint8_t*>(workspace);
+  pp.chunk_bounds = chunk_bounds;
+  switch (a.gate) {
+    case KDA_GATE_BOUNDED: return launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream);
+    case KDA_GATE_SOFTPLUS: return launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream);
+    default: return launch_prep<GateKind::kPreactivated>(pp, seq.num_vchunks, pp.HV, stream);
+  }
+}
+
+size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
+  return workspace_layout(pr, plan, false).total;
+}
+
+size_t fwd_prepared_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
+  return workspace_layout(pr, plan, true).total;
+}
+
+namespace {
+
+// The forward pass; `prepared`: the workspace already holds this problem's preparation (records and
+// chunk bounds, from kda_segment_transition), so the recurrence starts at once, as an ordinary
+// launch (the previous kernel in the stream is not the preparation).
+kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream_handle,
+                   bool prepared) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_fwd_params& a = *pr.params;
   const SequenceLayout seq = make_sequence_layout(pr);
@@ -250,7 +250,7 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
 
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
-  const WorkspaceLayout ws = workspace_layout(pr, plan);
+  const WorkspaceLayout ws = workspace_layout(pr, plan, prepared);
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;
   if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan), combine_ctas}) > 0x7fffffff)
@@ -258,40 +258,7 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
                       static_cast<long long>(units));
   float* chunk_bounds = warm ? reinterpret_cast<float*>(records + ws.bounds) : nullptr;
   int32_t* unit_fallback = warm ? reinterpret_cast<int32_t*>(records + ws.fallback) : nullptr;
-
-  if (seq.num_vchunks > 0) {
-    PrepParams pp;
-    pp.seq = seq;
-    pp.q = static_cast<const uint16_t*>(a.q.data);
-    pp.k = static_cast<const uint16_t*>(a.k.data);
-    pp.g = a.g.data;
-    pp.beta = a.beta.data;
-    pp.q_st = strides_of(a.q);
-    pp.k_st = strides_of(a.k);
-    pp.g_st = strides_of(a.g);
-    pp.beta_st = strides_of(a.beta);
-    pp.A_log = static_cast<const float*>(a.A_log.data);
-    pp.dt_bias = static_cast<const float*>(a.dt_bias.data);
-    pp.H = static_cast<int32_t>(pr.H);
-    pp.HV = static_cast<int32_t>(pr.HV);
-    pp.group = static_cast<int32_t>(pr.group());
-    pp.g_is_f32 = a.g.dtype == KDA_DTYPE_F32;
-    pp.beta_is_f32 = a.beta.dtype == KDA_DTYPE_F32;
-    pp.beta_sigmoid = a.beta_sigmoid != 0;
-    pp.qk_l2norm = a.qk_l2norm != 0;
-    pp.allow_neg_eigval = a.allow_neg_eigval != 0;
-    pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
-    pp.lower_bound = static_cast<float>(a.lower_bound);
-    pp.records = records;
-    pp.chunk_bounds = chunk_bounds;
-    kda_status st;
-    switch (a.gate) {
-      case KDA_GATE_BOUNDED: st = launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream); break;
-      case KDA_GATE_SOFTPLUS: st = launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream); break;
-      default: st = launch_prep<GateKind::kPreactivated>(pp, seq.num_vchunks, pp.HV, stream); break;
-    }
-    if (st.code != KDA_OK) return st;
-  }
+  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle));
 
   RecurrenceParams rp;
   rp.seq = seq;
@@ -315,7 +282,8 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
   const int64_t state_elems = 128 * 128;
   rp.cp_states = plan.segments > 1 ? reinterpret_cast<float*>(records + ws.context) : nullptr;
   rp.cp_transitions = rp.cp_states == nullptr ? nullptr : rp.cp_states + units * (plan.segments - 1) * state_elems;
-  const bool after_prep = seq.num_vchunks > 0;  // else the previous kernel in the stream is the caller's
+  // Else the previous kernel in the stream is the caller's.
+  const bool after_prep = !prepared && seq.num_vchunks > 0;
   rp.pass = plan.method == SplitMethod::kNone ? RecurrencePass::kWhole : RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
@@ -333,6 +301,16 @@ kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, k
   rp.pass = RecurrencePass::kSecond;
   rp.vsplit = plan.vsplit_second;
   return launch_recurrence_for(rp, second_pass_ctas(units, plan), stream, true);
+}
+
+}  // namespace
+
+kda_status fwd(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream) {
+  return run_fwd(pr, plan, workspace, stream, false);
+}
+
+kda_status fwd_prepared(const Problem& pr, const RecurrencePlan& plan, void* workspace, kda_stream_t stream) {
+  return run_fwd(pr, plan, workspace, stream, true);
 }
 
 kda_status check_cu_seqlens(const Problem& pr, void* workspace, kda_stream_t stream_handle) {

@@ -25,4 +25,20 @@ kda_status fwd(const Problem& problem, const RecurrencePlan& plan, void* workspa
 // Opt-in content check of cu_seqlens (synchronises `stream`): KDA_OK or an error naming the entry.
 kda_status check_cu_seqlens(const Problem& problem, void* workspace, kda_stream_t stream);
 
+// ---- Context parallelism across GPUs (cp_sm90.cu; docs/design.md §3.4) ----
+
+// The forward pass reusing the preparation (records, chunk bounds) that kda_segment_transition left
+// in `workspace` for the same inputs: no preparation launch. Workspace: fwd_prepared_workspace_bytes.
+size_t fwd_prepared_workspace_bytes(const Problem& problem, const RecurrencePlan& plan);
+kda_status fwd_prepared(const Problem& problem, const RecurrencePlan& plan, void* workspace, kda_stream_t stream);
+
+// What cp_sm90.cu shares with the forward launcher: the preparation (records at the start of the
+// workspace, then the check word, then the chunk bounds; `chunk_bounds` null: not computed), its
+// size with the bounds, where the bounds are, the sequence layout and one recurrence launch.
+kda_status launch_preparation(const Problem& problem, void* workspace, float* chunk_bounds, kda_stream_t stream);
+size_t preparation_bytes(const Problem& problem);
+float* preparation_bounds(const Problem& problem, void* workspace);
+SequenceLayout make_sequence_layout(const Problem& problem);
+kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_stream_t stream, bool dependent);
+
 }  // namespace kda::sm90

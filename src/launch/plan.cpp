@@ -2,6 +2,7 @@
 #include "src/launch/plan.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "src/api/checked_math.h"
 
@@ -38,6 +39,9 @@ constexpr double kRequiredGain = 0.9;
 constexpr double kWarmupChunksEstimate = 1.0;
 constexpr double kIdleLaunchUs = 2.0;
 constexpr double kFallbackSlack = 1.2;
+// Across GPUs, bounded transitions: the exact layout (the fallback) may cost this much more than the
+// best one when every unit falls back, for shorter chains when few do.
+constexpr double kBoundedSlack = 1.1;
 
 int64_t waves(int64_t ctas, int sms) { return (ctas + sms - 1) / sms; }
 
@@ -205,6 +209,46 @@ size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan) {
   if (plan.method == SplitMethod::kNone || plan.segments <= 1) return 0;
   const size_t per_unit = static_cast<size_t>(2 * plan.segments - 3) * 128 * 128 * sizeof(float);
   return sat_mul(sat_size(units), per_unit);  // SIZE_MAX: does not fit (N x HV huge, forced split)
+}
+
+TransitionPlan plan_transition(const PlanRequest& r) {
+  const int sms = std::max(r.sms, 1);
+  const int64_t units = std::max<int64_t>(r.units, 1);
+  const int64_t chunks = std::max<int64_t>(r.chunks, 0);
+  const int forced = std::min(r.forced_segments, kMaxContextSegments);
+  const bool bounded = r.warmup_valid && r.method != KDA_CONTEXT_EXACT;
+  // Per candidate: the pass (two chains per segment, no output products: the forward's step time is
+  // an upper bound), the fold's sequential steps and its launch.
+  std::vector<TransitionPlan> candidates;
+  for (int P = forced >= 1 ? forced : 1; P <= (forced >= 1 ? forced : kMaxContextSegments); ++P) {
+    if (forced < 1 && P > 1 && P > chunks) break;  // more segments than chunks: empty ones, no gain
+    for (int v : {1, 2, 4, 8}) {
+      TransitionPlan c;
+      c.segments = P;
+      c.vsplit = v;
+      c.cost_us = pass_cost(units * 2 * P * v, static_cast<double>((chunks + P - 1) / P), v, sms) +
+                  kCombineStepUs * (P - 1) + kExtraLaunchesUs;
+      candidates.push_back(c);
+    }
+  }
+  TransitionPlan best = candidates.front();
+  for (const TransitionPlan& c : candidates)
+    if (c.cost_us < best.cost_us) best = c;
+  // Bounded: the exact layout serves only the units whose bound fails, usually few of them, whose
+  // chains are shorter with more segments: the most segments within kBoundedSlack of the best plan
+  // for all units (the idle slots of the others exit at once).
+  if (bounded && forced < 1) {
+    const double limit = kBoundedSlack * best.cost_us;
+    for (const TransitionPlan& c : candidates)
+      if (c.cost_us <= limit && (c.segments > best.segments || (c.segments == best.segments && c.cost_us < best.cost_us)))
+        best = c;
+  }
+  best.method = bounded ? SplitMethod::kWarmup : SplitMethod::kExact;
+  return best;
+}
+
+size_t transition_scratch_bytes(int64_t units, const TransitionPlan& plan) {
+  return static_cast<size_t>(units) * static_cast<size_t>(plan.segments) * 2 * 128 * 128 * sizeof(float);
 }
 
 }  // namespace kda::sm90

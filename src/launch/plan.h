@@ -63,4 +63,27 @@ RecurrencePlan plan_recurrence(const PlanRequest& request);
 // unit (0 without one); SIZE_MAX when the product does not fit in size_t.
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan);
 
+// ---- Across GPUs: the transition pass of a shard (docs/design.md §3.4, cp_sm90.cu) ----
+//
+// Exact layout, P segments per unit (P >= 1): per segment 2 x vsplit CTAs, its end state from zero
+// and its transition (no outputs), then a fold of P steps. Bounded (method kWarmup): a unit whose
+// decay bound holds runs one segment of at most kWarmupCap chunks (its tail), the others the exact
+// layout, decided on the device; the launch covers the exact layout.
+struct TransitionPlan {
+  SplitMethod method = SplitMethod::kExact;  // kExact or kWarmup (bounded, exact fallback per unit)
+  int segments = 1;                          // P of the exact layout
+  int vsplit = 1;
+  double cost_us = 0;                        // model: the exact layout
+};
+
+// units: transitions to compute (sequences x value heads); chunks: of the longest sequence;
+// forced_segments: kda_fwd_params.context_split (0 automatic, n >= 1 segments); method:
+// kda_fwd_params.context_method (KDA_CONTEXT_EXACT: never bounded); warmup_valid: as PlanRequest.
+TransitionPlan plan_transition(const PlanRequest& request);
+
+inline int64_t transition_slots(const TransitionPlan& p) { return int64_t{2} * p.vsplit * p.segments; }
+
+// Float32 scratch of the transition pass: per unit and segment its end state and transition.
+size_t transition_scratch_bytes(int64_t units, const TransitionPlan& plan);
+
 }  // namespace kda::sm90

@@ -221,13 +221,16 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     bool fallback = false;
     ptx::wait_primary();
     const int64_t unit = blockIdx.x % p.units;
-    if (p.pass == RecurrencePass::kFirst) {
+    if (p.pass == RecurrencePass::kFirst || p.pass == RecurrencePass::kTransition) {
+      // Pass 1: thread t decides piece t's warm-up (t >= 1). Transition pass: thread 0 decides the
+      // unit's tail, the last w chunks (the "piece" starting after its last chunk).
+      const bool tail = p.pass == RecurrencePass::kTransition;
       bool ok = true;
       const int t = threadIdx.x;
-      if (t >= 1 && t < p.pieces) {
-        const SequenceSpan sp = sequence_span(p.seq, static_cast<int32_t>(unit / p.HV));
+      if (tail ? t == 0 : (t >= 1 && t < p.pieces)) {
+        const SequenceSpan sp = sequence_span(p.seq, p.seq_offset + static_cast<int32_t>(unit / p.HV));
         const int32_t nchunks = ceil_div(sp.len, 16);
-        const int32_t c0 = min(t * ceil_div(nchunks, p.pieces), nchunks);
+        const int32_t c0 = tail ? nchunks : min(t * ceil_div(nchunks, p.pieces), nchunks);
         int32_t w = 0;
         if (p.forced_warmup > 0) {
           w = min(p.forced_warmup, c0);

@@ -59,6 +59,10 @@ enum class RecurrencePass : int32_t {
   kWhole = 0,   // whole sequences, initial state to final state
   kFirst = 1,   // context parallelism: segment 0, and the middle segments' end states and transitions
   kSecond = 2,  // context parallelism: segments 1..P-1 from their combined start states
+  // Across GPUs (src/launch/cp_sm90.cu): per segment, its end state from zero (Lp) and its
+  // transition (Mp), into cp_states [units][P][2][128][128]; no outputs. With method kWarmup, a unit
+  // whose decay bound holds runs one segment: its last w <= kWarmupCap chunks.
+  kTransition = 3,
 };
 
 struct RecurrenceParams {
@@ -84,6 +88,8 @@ struct RecurrenceParams {
   int32_t forced_warmup;      // > 0: every piece warms up exactly this many chunks (testing)
   const float* chunk_bounds;  // PrepParams::chunk_bounds
   int32_t* unit_fallback;     // [N*HV]: 1 when the unit runs the exact path (pass 1 writes it)
+  // Unit u is sequence seq_offset + u / HV (the transition pass computes the last sequences only).
+  int32_t seq_offset = 0;
 };
 
 // The combine of the context-parallel path: S(p+1) = Sp·Mp + Lp for p = 1..P-2, in place.

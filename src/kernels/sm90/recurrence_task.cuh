@@ -16,6 +16,11 @@
 //                 writes the final state. A unit that falls back runs the exact pass 1 (or, with one
 //                 segment, the one pass); pass 2 and the combine skip units that did not fall back.
 //                 Slots a unit does not use are idle (the CTA exits).
+//   transition    (across GPUs) per segment 2 x vsplit slots, segment-major: slice j % vsplit of its
+//                 end state from zero with the values (-> cp_states [unit][seg][0]), then of its
+//                 transition from the identity with zero values (-> [unit][seg][1]); no outputs. P
+//                 equal segments, or, with the bounded method when the unit's bound holds, one
+//                 segment: the last w chunks (w = warm[0], decided by the kernel as for a piece).
 // Segment (or piece) s covers chunks [s·per, min((s+1)·per, C)) with per = ceil(C / P), C = the
 // sequence's chunks (possibly empty: a short sequence just passes its state through).
 #pragma once
@@ -74,7 +79,7 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   RecurrenceTask t;
   t.idle = false;
   t.hv = static_cast<int32_t>(unit % p.HV);
-  t.seq = static_cast<int32_t>(unit / p.HV);
+  t.seq = p.seq_offset + static_cast<int32_t>(unit / p.HV);
   t.span = sequence_span(p.seq, t.seq);
   const int32_t nchunks = ceil_div(t.span.len, 16);
   const int64_t state_off = unit * kStateElems;  // [N, HV, 128, 128]
@@ -97,6 +102,29 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   t.fin_f32 = p.final_is_f32 != 0;
   t.c_start = t.c_out = 0;
   t.c_end = nchunks;
+
+  if (p.pass == RecurrencePass::kTransition) {
+    const bool bounded = p.method == SplitMethod::kWarmup && !fallback;
+    const int segs = bounded ? 1 : P;
+    t.idle = j >= 2 * p.vsplit * segs;
+    const int seg = j / (2 * p.vsplit), r = j % (2 * p.vsplit);
+    t.slice = r % p.vsplit;
+    t.transition = r >= p.vsplit;
+    t.write_out = false;
+    t.init = nullptr;
+    t.fin_f32 = true;
+    t.fin = t.idle ? nullptr : p.cp_states + ((unit * P + seg) * 2 + (t.transition ? 1 : 0)) * kStateElems;
+    if (bounded) {
+      t.c_start = nchunks - warm[0];
+      t.c_end = nchunks;
+    } else {
+      const int32_t per = ceil_div(nchunks, P);
+      t.c_start = min(seg * per, nchunks);
+      t.c_end = min(t.c_start + per, nchunks);
+    }
+    t.c_out = t.c_start;
+    return t;
+  }
 
   // Which layout this unit uses in this pass.
   RecurrencePass pass = p.pass;

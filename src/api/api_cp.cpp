@@ -1,0 +1,109 @@
+// Entry points of context parallelism across GPUs (flash_kda.h, last section; docs/design.md §3.4):
+// validate, check the device and the pointers, size the workspace, dispatch to the launcher
+// (src/launch/cp_sm90.cu). No allocation, no synchronisation, no host read of device data.
+#include <cstdint>
+
+#include "flash_kda/flash_kda.h"
+#include "src/api/cp_problem.h"
+#include "src/api/device_checks.h"
+#include "src/launch/cp_launch.h"
+#include "src/launch/launch.h"
+
+namespace {
+
+using kda::make_error;
+using kda::make_ok;
+
+kda_status check_params_struct(const kda_fwd_params* params) {
+  if (params == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "params: expected a non-null pointer, got NULL");
+  if (params->struct_size != sizeof(kda_fwd_params))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "params.struct_size: expected %zu (call kda_fwd_params_init), got %u",
+                      sizeof(kda_fwd_params), params->struct_size);
+  return make_ok();
+}
+
+kda_status check_pointers(const char* const* names, const kda_tensor* const* tensors, int count, int device) {
+  for (int i = 0; i < count; ++i) KDA_RETURN_IF_ERROR(kda::check_device_pointer(names[i], tensors[i]->data, device));
+  return make_ok();
+}
+
+// The inputs of the shard (and, for the forward, its outputs and states) on the current device.
+kda_status check_shard_pointers(const kda_fwd_params& p, bool forward, int device) {
+  const char* names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias", "cu_seqlens", "out", "initial_state", "final_state"};
+  const kda_tensor* tensors[] = {&p.q,     &p.k,          &p.v,   &p.g,           &p.beta,       &p.A_log,
+                                 &p.dt_bias, &p.cu_seqlens, &p.out, &p.initial_state, &p.final_state};
+  return check_pointers(names, tensors, forward ? 11 : 8, device);
+}
+
+kda_status check_workspace(void* workspace, size_t bytes, size_t needed, const char* query, int device) {
+  if (bytes < needed)
+    return make_error(KDA_ERROR_WORKSPACE_TOO_SMALL, "workspace: expected at least %zu bytes (%s), got %zu", needed,
+                      query, bytes);
+  if (needed == 0) return make_ok();
+  if (workspace == nullptr)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "workspace: expected %zu bytes of device memory, got NULL", needed);
+  if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "workspace: expected a 256-byte aligned pointer, got %p", workspace);
+  return kda::check_device_pointer("workspace", workspace, device);
+}
+
+}  // namespace
+
+extern "C" {
+
+kda_status kda_segment_transition_workspace_size(const kda_fwd_params* params, kda_tensor D, kda_tensor M,
+                                                 size_t* bytes) {
+  if (bytes == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "bytes: expected a non-null pointer, got NULL");
+  KDA_RETURN_IF_ERROR(check_params_struct(params));
+  const kda_fwd_params local = kda::transition_params(*params);
+  kda::TransitionProblem tp;
+  KDA_RETURN_IF_ERROR(kda::validate_transition(&local, D, M, kda::ValidateMode::kShapesOnly, &tp));
+  *bytes = kda::sm90::transition_workspace_bytes(tp, kda::sm90::transition_plan(tp));
+  return make_ok();
+}
+
+kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kda_tensor M, void* workspace,
+                                  size_t workspace_bytes, kda_stream_t stream) {
+  KDA_RETURN_IF_ERROR(check_params_struct(params));
+  const kda_fwd_params local = kda::transition_params(*params);
+  kda::TransitionProblem tp;
+  KDA_RETURN_IF_ERROR(kda::validate_transition(&local, D, M, kda::ValidateMode::kDevice, &tp));
+  int device = -1;
+  KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
+  KDA_RETURN_IF_ERROR(check_shard_pointers(local, false, device));
+  KDA_RETURN_IF_ERROR(kda::check_device_pointer("D", D.data, device));
+  KDA_RETURN_IF_ERROR(kda::check_device_pointer("M", M.data, device));
+  const kda::sm90::TransitionPlan plan = kda::sm90::transition_plan(tp);
+  KDA_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, kda::sm90::transition_workspace_bytes(tp, plan),
+                                      "kda_segment_transition_workspace_size", device));
+  return kda::sm90::segment_transition(tp, plan, workspace, stream);
+}
+
+kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_t workspace_bytes,
+                            kda_stream_t stream) {
+  kda::Problem problem;
+  KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kDevice, &problem));
+  int device = -1;
+  KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
+  KDA_RETURN_IF_ERROR(check_shard_pointers(*params, true, device));
+  const kda::sm90::RecurrencePlan plan = kda::sm90::fwd_plan(problem);
+  KDA_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, kda::sm90::fwd_prepared_workspace_bytes(problem, plan),
+                                      "kda_segment_transition_workspace_size", device));
+  if (params->check_cu_seqlens && problem.varlen)
+    KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
+  return kda::sm90::fwd_prepared(problem, plan, workspace, stream);
+}
+
+kda_status kda_combine_transitions(int64_t num_shards, kda_tensor D, kda_tensor M, kda_tensor initial_state,
+                                   kda_tensor start_states, kda_tensor end_state, kda_stream_t stream) {
+  kda::CombineProblem cp;
+  KDA_RETURN_IF_ERROR(kda::validate_combine(num_shards, D, M, initial_state, start_states, end_state, true, &cp));
+  int device = -1;
+  KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
+  const char* names[] = {"D", "M", "initial_state", "start_states", "end_state"};
+  const kda_tensor* tensors[] = {&D, &M, &initial_state, &start_states, &end_state};
+  KDA_RETURN_IF_ERROR(check_pointers(names, tensors, 5, device));
+  return kda::sm90::combine_transitions(cp, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,210 @@
+// Context parallelism across GPUs on the host (docs/design.md §3.4): the transition plan
+// (src/launch/plan.h) and every argument rule of the new entry points (src/api/validate_cp.cpp)
+// that can be checked without a GPU: each error names the argument, the expectation and what was
+// given. Calls with valid arguments on host memory stop at the device checks.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flash_kda/flash_kda.h"
+#include "src/launch/plan.h"
+
+namespace kda::test {
+namespace {
+
+constexpr int64_t D = 128;
+constexpr int kH200 = 132;
+
+sm90::TransitionPlan plan(int64_t units, int64_t chunks, int forced = 0, int32_t method = KDA_CONTEXT_AUTO,
+                          bool warmup_valid = true) {
+  sm90::PlanRequest r;
+  r.units = units;
+  r.chunks = chunks;
+  r.sms = kH200;
+  r.forced_segments = forced;
+  r.method = method;
+  r.warmup_valid = warmup_valid;
+  return sm90::plan_transition(r);
+}
+
+TEST(CpPlan, MethodFollowsTheOptions) {
+  EXPECT_EQ(plan(8, 32768).method, sm90::SplitMethod::kWarmup);
+  EXPECT_EQ(plan(8, 32768, 0, KDA_CONTEXT_WARMUP).method, sm90::SplitMethod::kWarmup);
+  EXPECT_EQ(plan(8, 32768, 0, KDA_CONTEXT_EXACT).method, sm90::SplitMethod::kExact);
+  EXPECT_EQ(plan(8, 32768, 0, KDA_CONTEXT_AUTO, false).method, sm90::SplitMethod::kExact);
+}
+
+TEST(CpPlan, SegmentsFillTheSmsAndAreHonouredWhenForced) {
+  // A 512K-token shard, 8 heads: the exact layout splits enough to fill the SMs, modelled far
+  // below the one-segment chain; the bounded method's fallback takes more segments (shorter chains
+  // for the few units that fall back) at a modelled cost within 10% of that.
+  const sm90::TransitionPlan p = plan(8, 32768, 0, KDA_CONTEXT_EXACT);
+  const sm90::TransitionPlan one = plan(8, 32768, 1);
+  EXPECT_GE(p.segments, 4);
+  EXPECT_LT(p.cost_us, 0.2 * one.cost_us);
+  const sm90::TransitionPlan b = plan(8, 32768);
+  EXPECT_GE(b.segments, p.segments);
+  EXPECT_GE(b.segments, 32);
+  EXPECT_LE(b.cost_us, 1.1 * p.cost_us + 1e-9);
+  EXPECT_EQ(one.segments, 1);
+  for (int n : {1, 2, 5, 64}) EXPECT_EQ(plan(3, 10, n).segments, n);  // even beyond the chunk count
+  for (int64_t chunks : {0, 1, 3}) EXPECT_LE(plan(8, chunks).segments, std::max<int64_t>(chunks, 1));
+  for (int64_t units : {1, 8, 64, 4096})
+    for (int64_t chunks : {1, 100, 65536}) {
+      const sm90::TransitionPlan q = plan(units, chunks);
+      EXPECT_TRUE(q.vsplit == 1 || q.vsplit == 2 || q.vsplit == 4 || q.vsplit == 8);
+      EXPECT_GE(q.segments, 1);
+      EXPECT_LE(q.segments, sm90::kMaxContextSegments);
+    }
+  EXPECT_EQ(sm90::transition_slots(p), 2 * p.vsplit * p.segments);
+  EXPECT_EQ(sm90::transition_scratch_bytes(3, p), 3u * p.segments * 2u * D * D * 4u);
+}
+
+// A valid shard: B = 2, T = 40, H = HV = 2 (host buffers), D and M for both sequences, packed in
+// one [2, 2, 256, 128] buffer as the driver does.
+class CpApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int64_t B = 2, T = 40, H = 2;
+    x_.assign(B * T * H * D, 0x3f80);
+    beta_.assign(B * T * H, 0x3f80);
+    out_ = x_;
+    kda_fwd_params_init(&p_);
+    const int64_t s4[4] = {B, T, H, D};
+    p_.q = kda_tensor_contiguous(x_.data(), KDA_DTYPE_BF16, 4, s4);
+    p_.k = p_.q;
+    p_.v = p_.q;
+    p_.g = p_.q;
+    p_.beta = kda_tensor_contiguous(beta_.data(), KDA_DTYPE_BF16, 3, s4);
+    p_.out = kda_tensor_contiguous(out_.data(), KDA_DTYPE_BF16, 4, s4);
+    packed_.assign(2 * 2 * 256 * D, 0.0f);
+    D_ = view(packed_.data(), 2);
+    M_ = view(packed_.data() + D * D, 2);
+    states_.assign(4 * 2 * D * D, 0.0f);
+  }
+
+  // [rows, 2, 128, 128] view of a packed [rows, 2, 256, 128] buffer.
+  static kda_tensor view(float* data, int64_t rows) {
+    const int64_t shape[4] = {rows, 2, D, D};
+    kda_tensor t = kda_tensor_contiguous(data, KDA_DTYPE_F32, 4, shape);
+    t.stride[0] = 2 * 256 * D;
+    t.stride[1] = 256 * D;
+    return t;
+  }
+
+  static void ExpectNames(const kda_status& s, std::vector<std::string> parts) {
+    EXPECT_EQ(s.code, KDA_ERROR_INVALID_ARGUMENT) << kda_status_code_name(s.code) << ": " << s.message;
+    for (const std::string& part : parts)
+      EXPECT_NE(std::string(s.message).find(part), std::string::npos) << "message \"" << s.message << "\" lacks \"" << part << "\"";
+  }
+
+  // The error of kda_segment_transition_workspace_size and of kda_segment_transition (validation
+  // comes before the device checks).
+  void ExpectTransitionError(std::vector<std::string> parts) {
+    size_t bytes = 0;
+    ExpectNames(kda_segment_transition_workspace_size(&p_, D_, M_, &bytes), parts);
+    ExpectNames(kda_segment_transition(&p_, D_, M_, nullptr, 0, nullptr), parts);
+  }
+
+  std::vector<uint16_t> x_, beta_, out_;
+  std::vector<float> packed_, states_;
+  kda_fwd_params p_;
+  kda_tensor D_, M_;
+};
+
+TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
+  size_t fwd = 0, prep_only = 0, with_dm = 0;
+  ASSERT_EQ(kda_fwd_workspace_size(&p_, &fwd).code, KDA_OK);
+  ASSERT_EQ(kda_segment_transition_workspace_size(&p_, kda_tensor{}, kda_tensor{}, &prep_only).code, KDA_OK);
+  const kda_status s = kda_segment_transition_workspace_size(&p_, D_, M_, &with_dm);
+  ASSERT_EQ(s.code, KDA_OK) << s.message;
+  EXPECT_GE(prep_only, fwd);  // the forward's needs, plus the chunk bounds
+  EXPECT_GE(with_dm, prep_only + 2u * 2u * 2u * D * D * 4u);  // 4 units x (end state + transition) at least
+  // The last sequence only: fewer transitions, less scratch.
+  size_t last = 0;
+  ASSERT_EQ(kda_segment_transition_workspace_size(&p_, view(packed_.data(), 1), view(packed_.data() + D * D, 1), &last).code,
+            KDA_OK);
+  EXPECT_LT(last, with_dm);
+  // The states and out of the params do not matter.
+  p_.out = kda_tensor{};
+  size_t again = 0;
+  ASSERT_EQ(kda_segment_transition_workspace_size(&p_, D_, M_, &again).code, KDA_OK);
+  EXPECT_EQ(again, with_dm);
+}
+
+TEST_F(CpApi, TransitionOnlyOneOfDAndM) {
+  M_ = kda_tensor{};
+  ExpectTransitionError({"D and M", "both", "D only"});
+}
+
+TEST_F(CpApi, TransitionTooManySequences) {
+  std::vector<float> big(3 * 2 * 256 * D);
+  D_ = view(big.data(), 3);
+  M_ = view(big.data() + D * D, 3);
+  ExpectTransitionError({"D:", "[1, N]", "N = 2", "[3, 2, 128, 128]"});
+}
+
+TEST_F(CpApi, TransitionWrongDtypeShapeAndStrides) {
+  D_.dtype = KDA_DTYPE_BF16;
+  ExpectTransitionError({"D:", "f32", "bf16"});
+  SetUp();
+  M_.shape[1] = 3;
+  ExpectTransitionError({"M:", "[2, 2, 128, 128]", "[2, 3, 128, 128]"});
+  SetUp();
+  D_.stride[2] = 256;
+  ExpectTransitionError({"D:", "stride[2] = 128", "256"});
+  SetUp();
+  M_.stride[1] = 256 * D + 2;
+  ExpectTransitionError({"M:", "stride[1]", "multiple of 4", std::to_string(256 * D + 2)});
+  SetUp();
+  D_.ndim = 3;
+  ExpectTransitionError({"D:", "4-D", "3-D"});
+}
+
+TEST_F(CpApi, TransitionValidatesTheShardLikeKdaFwd) {
+  p_.g.dtype = KDA_DTYPE_F16;
+  ExpectTransitionError({"g:", "bf16 or f32", "f16"});
+  SetUp();
+  p_.struct_size = 3;
+  ExpectTransitionError({"params.struct_size", "kda_fwd_params_init", "3"});
+}
+
+TEST_F(CpApi, ValidArgumentsReachTheDeviceChecks) {
+  // Host memory: no SM90 GPU here (unsupported device) or, with one, the pointer check.
+  const kda_status s = kda_segment_transition(&p_, D_, M_, nullptr, 0, nullptr);
+  EXPECT_TRUE(s.code == KDA_ERROR_UNSUPPORTED_DEVICE || s.code == KDA_ERROR_INVALID_ARGUMENT) << s.message;
+  EXPECT_NE(s.code, KDA_OK);
+  const kda_status f = kda_fwd_prepared(&p_, nullptr, 0, nullptr);
+  EXPECT_TRUE(f.code == KDA_ERROR_UNSUPPORTED_DEVICE || f.code == KDA_ERROR_INVALID_ARGUMENT) << f.message;
+}
+
+TEST_F(CpApi, CombineArgumentRules) {
+  // R = 2 shards of N = 1 sequence: D and M rows 0 (shard 0) and 1 (shard 1).
+  const kda_tensor out = view(states_.data(), 2);
+  const kda_tensor none{};
+  ExpectNames(kda_combine_transitions(0, D_, M_, none, out, none, nullptr), {"num_shards", "R", "got 0"});
+  ExpectNames(kda_combine_transitions(3, D_, M_, none, out, none, nullptr), {"D:", "R = num_shards = 3", "[2, 2, 128, 128]"});
+  ExpectNames(kda_combine_transitions(2, D_, M_, none, none, none, nullptr), {"start_states and end_state", "neither"});
+  kda_tensor M1 = view(packed_.data() + D * D, 1);
+  ExpectNames(kda_combine_transitions(2, D_, M1, none, out, none, nullptr), {"M:", "[2, 2, 128, 128]", "[1, 2, 128, 128]"});
+  std::vector<uint16_t> init16(2 * D * D);
+  const int64_t ishape[4] = {1, 2, D, D};
+  kda_tensor init = kda_tensor_contiguous(init16.data(), KDA_DTYPE_F16, 4, ishape);
+  ExpectNames(kda_combine_transitions(2, D_, M_, init, out, none, nullptr), {"initial_state", "f32 or bf16", "f16"});
+  init.dtype = KDA_DTYPE_BF16;
+  init.shape[0] = 2;
+  ExpectNames(kda_combine_transitions(2, D_, M_, init, out, none, nullptr), {"initial_state", "[1, 2, 128, 128]", "[2, 2, 128, 128]"});
+  kda_tensor end = view(states_.data(), 2);
+  ExpectNames(kda_combine_transitions(2, D_, M_, none, none, end, nullptr), {"end_state", "[1, 2, 128, 128]", "[2, 2, 128, 128]"});
+  end.shape[0] = 1;
+  end.stride[0] = 6;  // not a multiple of 4... and shape[0] = 1 makes it irrelevant: accepted
+  const kda_status ok = kda_combine_transitions(2, D_, M_, none, none, end, nullptr);
+  EXPECT_TRUE(ok.code == KDA_ERROR_UNSUPPORTED_DEVICE || ok.code == KDA_ERROR_INVALID_ARGUMENT) << ok.message;
+  if (ok.code == KDA_ERROR_INVALID_ARGUMENT) {
+    EXPECT_NE(std::string(ok.message).find("memory"), std::string::npos) << ok.message;
+  }
+}
+
+}  // namespace
+}  // namespace kda::test
