@@ -376,6 +376,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     for (int h = 0; h < 2; ++h) {
       const int r = (tid >> 4) + 8 * h;
       float kd[8], qd[8], kr[8], ki[8], Gr[8];
+      float kr_sq = 0.0f;  // this thread's part of Kr's squared row norm (the warm-up's bound)
       row8_load<kSwz>(&sm.G[r * kLd], vec, Gr);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -391,6 +392,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
           ki[e] = 0.0f;
           kr[e] = kn[h][e] * exp2_fast(g15[e] - G);
         }
+        kr_sq = fmaf(kr[e], kr[e], kr_sq);
       }
       const uint32_t off = ChunkRecord::wide_chunk_byte(r, vec);
       uint4 hi, lo;
@@ -406,12 +408,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
       }
       *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
-      if (p.chunk_bounds != nullptr) {  // this thread's part of Kr's squared row norm (summed later)
-        float sq = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq = fmaf(kr[e], kr[e], sq);
-        sm.kr_sq[r][vec] = sq;
-      }
+      sm.kr_sq[r][vec] = kr_sq;  // summed at the bound (warm-up plans)
     }
   }
   __syncthreads();
