@@ -40,8 +40,7 @@ TEST(KernelMath, FoldedBoundedGateMatchesFloat64) {
           const double ref = lb * sigmoid64(ea * (g + dt)) / std::log(2.0);
           const sm90::BoundedGateConstants k =
               sm90::bounded_gate_constants(static_cast<float>(ea), static_cast<float>(lb));
-          const float nd = static_cast<float>(dt) * k.nc1;
-          const float got = sm90::bounded_log2_decay(static_cast<float>(g), nd, k);
+          const float got = sm90::bounded_log2_decay(static_cast<float>(g), static_cast<float>(dt), k);
           ASSERT_TRUE(std::isfinite(got)) << g;
           EXPECT_NEAR(got, ref, 2e-6 * std::fabs(lb) / std::log(2.0) + 2e-6 * std::fabs(ref)) << "lb " << lb << " g " << g;
           EXPECT_LE(got, 0.0f);
@@ -117,14 +116,19 @@ TEST(KernelMath, OverflowGuardsMatchTheReferenceAndStayFinite) {
   EXPECT_TRUE(std::isnan(sm90::exp_a_log_capped(std::nanf(""))));
   EXPECT_FLOAT_EQ(sm90::exp_a_log_capped(0.5f), std::exp(0.5f));
 
-  // Folded bounded gate with a huge rate and dt_bias: g·nc1 = +inf against nd = -inf gave NaN.
+  // Folded bounded gate with a huge rate: the sign of g + dt_bias decides, whatever the magnitudes
+  // (g·nc1 = +inf against dt_bias·nc1 = -inf gave NaN; clamping one of them flipped the sign).
   const sm90::BoundedGateConstants k = sm90::bounded_gate_constants(sm90::exp_a_log_capped(100.0f), -5.0f);
-  const float nd = sm90::clamp_folded_offset(2.0f * k.nc1);
-  EXPECT_TRUE(std::isfinite(nd));
-  const float got = sm90::bounded_log2_decay(-3.0f, nd, k);  // g + dt_bias = -1: decay ~ 0
-  EXPECT_FALSE(std::isnan(got));
-  EXPECT_NEAR(got, 0.0f, 1e-6f);
-  EXPECT_TRUE(std::isnan(sm90::clamp_folded_offset(std::nanf(""))));
+  const float lb2 = -5.0f * sm90::kLog2e;
+  struct {
+    float g, dt, want;
+  } cases[] = {{-3.0f, 2.0f, 0.0f}, {-200.0f, 40.0f, 0.0f}, {-1.0f, 40.0f, lb2}, {-1.5f, 0.0f, 0.0f},
+               {2.0f, -1.0f, lb2},  {0.0f, 0.0f, lb2 / 2},  {-3e38f, 3e38f, lb2 / 2}};
+  for (const auto& c : cases) {
+    const float got = sm90::bounded_log2_decay(c.g, c.dt, k);
+    EXPECT_FALSE(std::isnan(got)) << c.g << " " << c.dt;
+    EXPECT_NEAR(got, c.want, 1e-5f) << "g " << c.g << " dt_bias " << c.dt;
+  }
 
   // The L2 rescale factor: rows of the largest bf16 have finite scaled sums of squares, and the
   // smallest row that overflows keeps its largest element normal.

@@ -274,12 +274,8 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       dtb[4] = d1.x; dtb[5] = d1.y; dtb[6] = d1.z; dtb[7] = d1.w;
     }
     const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(p.A_log[hv]) : 1.0f;
-    // Bounded gate: constants folded (gate_math.cuh, bounded_log2_decay); dtb becomes dt_bias·nc1.
+    // Bounded gate: constants folded (gate_math.cuh, bounded_log2_decay).
     const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
-    if constexpr (kGate == GateKind::kBounded) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dtb[e] = clamp_folded_offset(dtb[e] * gk.nc1);
-    }
     if (tid < 16) {
       float b = 0.0f;
       if (tid < L) {

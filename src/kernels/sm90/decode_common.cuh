@@ -188,7 +188,7 @@ __device__ __forceinline__ void finish_token(const DecodeParams& p, const Decode
   for (int e = 0; e < 4; ++e) {
     float a;  // log2-decay
     if constexpr (kGate == GateKind::kBounded)
-      a = bounded_log2_decay(x.g[e], x.dtb[e] * gk.nc1, gk);
+      a = bounded_log2_decay(x.g[e], x.dtb[e], gk);
     else
       a = gate_log_decay<kGate>(x.g[e] + x.dtb[e], exp_a_log, p.lower_bound) * kLog2e;
     d[e] = exp2_fast(a);  // underflows to 0 for very negative a (never Inf or NaN)

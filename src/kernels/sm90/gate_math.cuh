@@ -62,18 +62,20 @@ KDA_HD float gate_log_decay(float x, float exp_a_log, float lower_bound) {
   }
 }
 
-// The bounded gate's log2-decay with its constants folded (the preparation kernel's form, five
+// The bounded gate's log2-decay with its constants folded (the preparation kernel's form, six
 // operations per element): lower_bound * sigmoid(exp(A_log) * (g + dt_bias)) * log2(e) =
-// c2 / (1 + 2^(g * nc1 + nd)) with nc1 = -exp(A_log) * log2(e), nd = dt_bias * nc1 and
-// c2 = lower_bound * log2(e). Equal to gate_log_decay<kBounded> * kLog2e up to float rounding.
+// c2 / (1 + 2^((g + dt_bias) * nc1)) with nc1 = -exp(A_log) * log2(e) and c2 = lower_bound * log2(e).
+// Equal to gate_log_decay<kBounded> * kLog2e up to float rounding. g + dt_bias is formed first: with
+// a huge rate the product overflows to ±inf with the sign of g + dt_bias, the right limit (a folded
+// g * nc1 + dt_bias * nc1 can add infinities of opposite signs, or lose the sign when one is clamped).
 struct BoundedGateConstants {
   float nc1, c2;
 };
 KDA_HD BoundedGateConstants bounded_gate_constants(float exp_a_log, float lower_bound) {
   return BoundedGateConstants{-exp_a_log * kLog2e, lower_bound * kLog2e};
 }
-KDA_HD float bounded_log2_decay(float g, float nd, const BoundedGateConstants& k) {
-  return k.c2 * reciprocal_fast(1.0f + exp2_fast(fmaf(g, k.nc1, nd)));
+KDA_HD float bounded_log2_decay(float g, float dt_bias, const BoundedGateConstants& k) {
+  return k.c2 * reciprocal_fast(1.0f + exp2_fast((g + dt_bias) * k.nc1));
 }
 
 // Overflow guards (docs/design.md §2.6). Each keeps NaN as NaN (a NaN input gives NaN outputs, as
@@ -91,13 +93,6 @@ KDA_HD float clamp_log2_decay(float a2) { return a2 < kMinLog2Decay ? kMinLog2De
 inline constexpr float kMaxALog = 88.0f;
 KDA_HD float exp_a_log_capped(float a_log) {
   return expf(a_log > kMaxALog ? kMaxALog : a_log);
-}
-
-// The bounded gate's folded offset nd = dt_bias · nc1 limited to ±2^126, so that g · nc1 + nd never
-// adds infinities of opposite signs (huge dt_bias with a huge rate); the gate saturates either way.
-KDA_HD float clamp_folded_offset(float nd) {
-  constexpr float kBig = 0x1p126f;
-  return nd > kBig ? kBig : (nd < -kBig ? -kBig : nd);
 }
 
 // q and k rows whose sum of squares overflows fp32 (|x| of 2^60 and more) are normalised on the row
