@@ -121,8 +121,10 @@ Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
-  return launch_with_smem<chunk_prep_kernel<kGate>>("chunk_prep_kernel", dim3(static_cast<unsigned>(vchunks), HV), 128,
-                                                    smem, stream, false, pp);
+  const dim3 grid(static_cast<unsigned>(vchunks), HV);
+  if (pp.chunk_bounds != nullptr)  // the bounded warm-up's chunk bounds too
+    return launch_with_smem<chunk_prep_kernel<kGate, true>>("chunk_prep_kernel", grid, 128, smem, stream, false, pp);
+  return launch_with_smem<chunk_prep_kernel<kGate, false>>("chunk_prep_kernel", grid, 128, smem, stream, false, pp);
 }
 
 template <int kRowGroups, int kColSplit, bool kSplitState = true, int kCtasPerSm = 1>

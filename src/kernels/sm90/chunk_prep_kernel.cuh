@@ -175,8 +175,8 @@ __device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
 // out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as an A-fragment hi/lo pair,
 // Kd (and Qd) from their hi/lo tiles: three passes (lo·hi, hi·lo, hi·hi), Qd added exactly as
 // I·Qd_hi + I·Qd_lo; stored as bf16 in the record. row_sq (optional, [16]): the squared norms of
-// the result's rows over this warp's 32 columns, in float32.
-template <bool kAddQd, typename Smem>
+// the result's rows over this warp's 32 columns, in float32 (kRowSq).
+template <bool kAddQd, bool kRowSq = false, typename Smem>
 __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint32_t (&xl)[4], const Smem& sm,
                                              int warp, int lane, uint16_t* out, float* row_sq = nullptr) {
   float sq[2] = {0.0f, 0.0f};  // rows grp(lane) and grp(lane) + 8
@@ -206,11 +206,13 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
       ptx::mma_m16n8k16_bf16_f32(c, xh, bl);
       ptx::mma_m16n8k16_bf16_f32(c, xh, bh);
       frag::store_c_wide_bf16(out, c, nt, lane);
-      sq[0] = fmaf(c[0], c[0], fmaf(c[1], c[1], sq[0]));
-      sq[1] = fmaf(c[2], c[2], fmaf(c[3], c[3], sq[1]));
+      if constexpr (kRowSq) {
+        sq[0] = fmaf(c[0], c[0], fmaf(c[1], c[1], sq[0]));
+        sq[1] = fmaf(c[2], c[2], fmaf(c[3], c[3], sq[1]));
+      }
     }
   }
-  if (row_sq != nullptr) {
+  if constexpr (kRowSq) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // the quad of lanes holding a row's columns
       sq[h] += __shfl_xor_sync(0xffffffffu, sq[h], 1);
@@ -223,7 +225,9 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
   }
 }
 
-template <GateKind kGate>
+// kBounds: also record the bounded warm-up's chunk bounds (p.chunk_bounds, not null); the other
+// plans use the kBounds = false instance, which does none of that work.
+template <GateKind kGate, bool kBounds = false>
 __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   using namespace prep_detail;
   using Smem = PrepSmem<kGate>;
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       sm.G[i * kLd + tile_col<kSwz>(c)] = Gc;
     }
     reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
-    if (p.chunk_bounds != nullptr) {
+    if constexpr (kBounds) {
       // The bounded warm-up's chunk bound, first term (design.md §3.2): max over k of the chunk's
       // summed log2-decay; +inf where nothing is bounded (a growing or NaN decay; b outside [0, 2],
       // where I - b·k̂k̂ᵀ may expand).
@@ -372,7 +376,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     for (int h = 0; h < 2; ++h) {
       const int r = (tid >> 4) + 8 * h;
       float kd[8], qd[8], kr[8], ki[8], Gr[8];
-      float kr_sq = 0.0f;  // this thread's part of Kr's squared row norm (the warm-up's bound)
+      float kr_sq = 0.0f;  // this thread's part of Kr's squared row norm (kBounds)
       row8_load<kSwz>(&sm.G[r * kLd], vec, Gr);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -388,7 +392,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
           ki[e] = 0.0f;
           kr[e] = kn[h][e] * exp2_fast(g15[e] - G);
         }
-        kr_sq = fmaf(kr[e], kr[e], kr_sq);
+        if constexpr (kBounds) kr_sq = fmaf(kr[e], kr[e], kr_sq);
       }
       const uint32_t off = ChunkRecord::wide_chunk_byte(r, vec);
       uint4 hi, lo;
@@ -404,7 +408,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
       }
       *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
-      sm.kr_sq[r][vec] = kr_sq;  // summed at the bound (warm-up plans)
+      if constexpr (kBounds) sm.kr_sq[r][vec] = kr_sq;  // summed at the bound
     }
   }
   __syncthreads();
@@ -532,8 +536,8 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   {
     uint32_t th[4], tl[4];
     frag::load_a_f32_split(sm.Tb, kSld, false, lane, th, tl);
-    wide_product<false>(th, tl, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
-                        p.chunk_bounds != nullptr ? sm.wd_sq[warp] : nullptr);
+    wide_product<false, kBounds>(th, tl, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
+                                 sm.wd_sq[warp]);
   }
   __syncthreads();
 
@@ -542,7 +546,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
   // by ‖A‖₂ <= max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖ per chunk (triangle inequality over the rank-one terms;
   // the first term alone, spec §10's bound, ignores the delta rule moving state between key
   // channels). Stored as log2, rounded up by 2^-10 relative.
-  if (p.chunk_bounds != nullptr && warp == 0) {  // lanes 0..15: row i; hardware sqrt, exp2, log2
+  if (kBounds && warp == 0) {  // lanes 0..15: row i; hardware sqrt, exp2, log2
     const float g = float_from_order_key(max(max(sm.bound[0], sm.bound[1]), max(sm.bound[2], sm.bound[3])));
     float mix = 0.0f;
     if (lane < 16) {
