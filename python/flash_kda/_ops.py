@@ -187,7 +187,7 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
 def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
                  final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
                  beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None,
-                 context_split=0, context_method=0):
+                 context_split=None, context_method=None):
     """fwd through torch.ops.flash_kda.fwd, for every input (the path before the eager fast path,
     and the one dynamo traces): checks the Python types, copies what the C API cannot read as it
     is, calls the op, copies results back into strided out / final_state."""

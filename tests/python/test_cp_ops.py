@@ -56,8 +56,8 @@ def test_shards_chained_equal_one_fwd(varlen):
         d = U.make_inputs(B=1, T=1600, H=2, state_dtype=torch.float32)
         cuts = [0, 300, 1000, 1600]
     out1, fs1 = U.run_fwd(flash_kda, d, final_dtype=torch.float32)
-    _, ref = U.reference_kda(d["q"], d["k"], d["v"], d["g"], d["beta"], d["scale"], d["A_log"], d["dt_bias"],
-                             -5.0, d["initial_state"], d["cu_seqlens"])
+    ref = U.reference_kda(d["q"], d["k"], d["v"], d["g"], d["beta"], d["scale"], d["A_log"], d["dt_bias"],
+                          -5.0, d["initial_state"], d["cu_seqlens"])  # (out, final state)
     if not varlen:
         # Fixed batch: every shard's (D, M), one combine, each shard from its start state.
         shards = [_shard(d, a, b) for a, b in zip(cuts[:-1], cuts[1:])]

@@ -327,7 +327,7 @@ def test_fast_path_errors_match_general_path(name):
             d["q"], d["k"], d["v"], d["g"], d["beta"], d["A_log"], d["dt_bias"], -5.0, d["initial_state"],
             kw["final_state"]) == 0:
         pytest.skip("this build needs no workspace for the case")
-    args = tuple(kw.values()) + (True, True, True, False, False)
+    args = tuple(kw.values()) + (True, True, True, False, False, 0, 0)  # flags, context_split, context_method
     errors = []
     for call in (lambda: EAGER(*args), lambda: _ops._fwd_general(**kw), lambda: flash_kda.fwd(**kw)):
         with pytest.raises(Exception) as info:
