@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/api/checked_math.h"
+#include "src/launch/checked_math.h"
 
 namespace kda {
 

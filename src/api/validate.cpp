@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/api/checked_math.h"
+#include "src/launch/checked_math.h"
 #include "src/api/memory_rules.h"
 #include "src/api/problem.h"
 
