@@ -56,11 +56,17 @@ double pass_cost(int64_t ctas, double chain, int vsplit, int sms) {
   return static_cast<double>(waves(ctas, sms)) * (chain * step_us(vsplit) + kWaveUs);
 }
 
-RecurrencePlan one_pass(int64_t units, int64_t chunks, int sms) {
+// The one pass with fixed slices.
+RecurrencePlan one_pass_with(int64_t units, int64_t chunks, int sms, int vsplit) {
   RecurrencePlan p;
-  p.vsplit_first = p.vsplit_second = one_pass_vsplit(units, sms);
-  p.cost_us = pass_cost(units * p.vsplit_first, static_cast<double>(chunks), p.vsplit_first, sms);
+  p.vsplit_first = p.vsplit_second = vsplit;
+  p.cost_us = pass_cost(units * vsplit, static_cast<double>(chunks), vsplit, sms);
   return p;
+}
+
+// The one pass with the slices that fill the SMs.
+RecurrencePlan one_pass(int64_t units, int64_t chunks, int sms) {
+  return one_pass_with(units, chunks, sms, one_pass_vsplit(units, sms));
 }
 
 // Costs of the exact combine for every P in [2, kMaxContextSegments] and pass-1 slice count, each
@@ -120,14 +126,6 @@ double warmup_cost(int64_t units, int64_t chunks, int sms, int pieces, int vspli
   const double chain = static_cast<double>((chunks + pieces - 1) / pieces) + (pieces > 1 ? kWarmupChunksEstimate : 0);
   const int idle_launches = fallback_segments >= 3 ? 2 : fallback_segments == 2 ? 1 : 0;
   return pass_cost(units * vsplit * pieces, chain, vsplit, sms) + kIdleLaunchUs * idle_launches;
-}
-
-// The one pass with fixed slices.
-RecurrencePlan one_pass_with(int64_t units, int64_t chunks, int sms, int vsplit) {
-  RecurrencePlan p;
-  p.vsplit_first = p.vsplit_second = vsplit;
-  p.cost_us = pass_cost(units * vsplit, static_cast<double>(chunks), vsplit, sms);
-  return p;
 }
 
 // The warm-up plan with `forced` pieces (0: chosen) whose pass-1 slices its fallback shares: the

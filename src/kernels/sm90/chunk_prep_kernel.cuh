@@ -18,10 +18,13 @@
 //         6. P = M·Tb; Tb and P to the record as bf16 hi/lo pairs; Wd = Tb·Kd (tensor cores, warp w
 //            owns key columns [32w, 32w+32), three hi/lo passes)
 //         7. Qp = Qd − P·Kd (idem)
-// Shared memory (bounded gate, 33 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
+//         kBounds only (the bounded warm-up's plans, docs/design.md §3.2): the chunk bound
+//            log2(max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖) from per-warp maxima of G[15] (phase 2), Kr's row
+//            norms (phase 3) and Wd's (phase 6), written by warp 0 after phase 6
+// Shared memory (bounded gate, 34 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
 //         partial sums), Kd, Qd, Ki hi/lo: 6 x [16][128] bf16 in the record layout (Ki aliased by
-//         A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16. Unbounded
-//         gates add k̂ and q̂ as [16][132] float.
+//         A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16, the bound's
+//         partial sums (1.3 KB). Unbounded gates add k̂ and q̂ as [16][132] float.
 // Every product carries ~16 significant bits or more (hi/lo splits); the record's Wd, Qp and Kr
 // are rounded to bf16 once, at the end.
 #pragma once
