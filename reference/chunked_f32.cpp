@@ -21,6 +21,13 @@ constexpr int C = static_cast<int>(kChunk);
 constexpr int D = static_cast<int>(kHeadDim);  // K = V = 128
 constexpr float kLog2e = 1.4426950408889634f;
 
+float round_if(bool round, float x) { return round ? round_bf16(x) : x; }
+// x as a bf16 hi + lo pair (what two products with the pair add up to), or as one bf16.
+float split_or_round(bool split, float x) {
+  const float hi = round_bf16(x);
+  return split ? hi + round_bf16(x - hi) : hi;
+}
+
 // Everything one chunk needs; rows 0..C-1, key/value column 0..D-1.
 struct Chunk {
   int L = 0;                                   // valid rows
@@ -75,7 +82,7 @@ void decayed_rows(Chunk* c) {
 
 // Bounded gate: |G| <= 16·5·log2(e) < 126, so 2^{G[i]-G[j]} = 2^{G[i]}·2^{-G[j]} exactly:
 // A = Diag(b)·strict_lower(Kd·Kiᵀ), M = lower(Qd·Kiᵀ), Ki[j] = k̂[j] ⊙ 2^{-G[j]}.
-void build_am_factorised(Chunk* c) {
+void build_am_factorised(Chunk* c, bool round_a, bool round_m) {
   float Ki[C][D];
   for (int j = 0; j < C; ++j)
     for (int k = 0; k < D; ++k) Ki[j][k] = c->kh[j][k] * std::exp2(-c->G[j][k]);
@@ -84,8 +91,8 @@ void build_am_factorised(Chunk* c) {
       float a = 0.0f, m = 0.0f;
       if (j <= i) {
         for (int k = 0; k < D; ++k) {
-          a += c->Kd[i][k] * Ki[j][k];
-          m += c->Qd[i][k] * Ki[j][k];
+          a += round_if(round_a, c->Kd[i][k]) * round_if(round_a, Ki[j][k]);
+          m += round_if(round_m, c->Qd[i][k]) * round_if(round_m, Ki[j][k]);
         }
       }
       c->A[i][j] = j < i ? c->b[i] * a : 0.0f;
@@ -132,10 +139,12 @@ void solve_chunk(const ChunkedRounding& r, Chunk* c) {
   unit_lower_inverse(&c->A[0][0], &c->T[0][0], C);
   for (int i = 0; i < C; ++i)
     for (int j = 0; j < C; ++j) c->Tb[i][j] = c->T[i][j] * c->b[j];
+  auto left = [&](float x) { return round_if(r.round_wide_left, x); };
+  auto kd = [&](int j, int k) { return round_if(r.round_wide_kd, c->Kd[j][k]); };
   for (int i = 0; i < C; ++i) {
     for (int k = 0; k < D; ++k) {
       float acc = 0.0f;
-      for (int j = 0; j <= i; ++j) acc += c->Tb[i][j] * c->Kd[j][k];
+      for (int j = 0; j <= i; ++j) acc += left(c->Tb[i][j]) * kd(j, k);
       c->Wd[i][k] = acc;
     }
     for (int j = 0; j < C; ++j) {
@@ -147,17 +156,17 @@ void solve_chunk(const ChunkedRounding& r, Chunk* c) {
   for (int i = 0; i < C; ++i) {
     for (int k = 0; k < D; ++k) {
       float acc = 0.0f;
-      for (int j = 0; j <= i; ++j) acc += c->P[i][j] * c->Kd[j][k];
+      for (int j = 0; j <= i; ++j) acc += left(c->P[i][j]) * kd(j, k);
       c->Qp[i][k] = c->Qd[i][k] - acc;
     }
   }
-  if (r.round_record) {
-    for (int i = 0; i < C; ++i) {
-      for (int k = 0; k < D; ++k) {
+  for (int i = 0; i < C; ++i) {
+    for (int k = 0; k < D; ++k) {
+      if (r.round_record) {
         c->Wd[i][k] = round_bf16(c->Wd[i][k]);
         c->Qp[i][k] = round_bf16(c->Qp[i][k]);
-        c->Kr[i][k] = round_bf16(c->Kr[i][k]);
       }
+      if (r.round_record || r.split_kr) c->Kr[i][k] = split_or_round(r.split_kr, c->Kr[i][k]);
     }
   }
 }
@@ -196,9 +205,9 @@ void chunk_step(const ChunkedRounding& r, const Chunk& c, float* S, float* Sop, 
       O[i][v] = pv + qs;
     }
   }
-  if (r.round_u)
+  if (r.round_u || r.split_u)
     for (int i = 0; i < C; ++i)
-      for (int v = 0; v < D; ++v) U[i][v] = round_bf16(U[i][v]);
+      for (int v = 0; v < D; ++v) U[i][v] = split_or_round(r.split_u, U[i][v]);
   for (int v = 0; v < D; ++v) {
     float* s = S + v * D;
     for (int k = 0; k < D; ++k) {
@@ -226,7 +235,7 @@ void run_seq_head(const Problem& pr, const ChunkedRounding& r, int64_t n, int64_
     load_chunk(pr, hp, hv, start, L, chunk.get());
     decayed_rows(chunk.get());
     if (bounded)
-      build_am_factorised(chunk.get());
+      build_am_factorised(chunk.get(), r.round_a_operands, r.round_m_operands);
     else
       build_am_blocked(chunk.get());
     solve_chunk(r, chunk.get());

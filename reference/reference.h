@@ -14,6 +14,16 @@ struct ChunkedRounding {
   bool split_state_operand = false;  // ... or split into bf16 hi + lo (overrides round_state_operand)
   bool round_u = false;          // U rounded to bf16 in the state update
   bool round_small = false;      // Tbeta and P rounded to bf16 where they multiply V
+  // Operand precision of the preparation's products and of the state update, for choosing where a
+  // kernel needs a bf16 hi + lo split (docs/performance_notes.md, "Where precision matters"). Today's
+  // kernel splits all three preparation operands (so it matches false) and stores U and Kr as one
+  // bf16 each (round_u, round_record).
+  bool round_a_operands = false;   // Kd, Ki as one bf16 each in A = Kd·Kiᵀ (bounded gate)
+  bool round_m_operands = false;   // Qd, Ki as one bf16 each in M = Qd·Kiᵀ (bounded gate)
+  bool round_wide_left = false;    // Tb and P as one bf16 each in Wd = Tb·Kd and Qp = Qd − P·Kd
+  bool round_wide_kd = false;      // Kd as one bf16 in Wd = Tb·Kd and Qp = Qd − P·Kd
+  bool split_u = false;            // U as a bf16 hi + lo pair in the update (overrides round_u)
+  bool split_kr = false;           // Kr as a bf16 hi + lo pair in the update (overrides round_record for Kr)
 };
 
 // Token-by-token recurrence in float64. Inputs must be host pointers. `num_threads` <= 0: all cores.

@@ -148,9 +148,11 @@ void check_rounding_emulation(const GoldenCase& c, const std::string& dir) {
   const std::vector<double> expected_o = c.find("expected_o")->to_f64();
   const std::vector<double> expected_state = c.find("expected_final_state")->to_f64();
   // The kernel's operand roundings: the record's Wd, Qp and Kr, the state operand as a bf16 hi + lo
-  // pair, U; Tb and P are carried as hi/lo pairs (chunk_prep_kernel phase 6), i.e. not rounded.
+  // pair, U; the preparation's A, Wd and Qp from one bf16 per operand (M from hi + lo pairs); Tb and
+  // P are carried as hi/lo pairs (chunk_prep_kernel phase 6), i.e. not rounded where they multiply V.
   reference::ChunkedRounding kernel;
   kernel.round_record = kernel.round_state_operand = kernel.split_state_operand = kernel.round_u = true;
+  kernel.round_a_operands = kernel.round_wide_left = kernel.round_wide_kd = true;
   double out_err = 0, state_err = 0;
   run_rounded(c, kernel, expected_o, expected_state, &out_err, &state_err);
   report(c.name, "emulated kernel (no Tb/P rounding)", out_err, state_err);

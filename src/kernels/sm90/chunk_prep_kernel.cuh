@@ -9,24 +9,28 @@
 //            shuffle reduction, rescaled where the sum of squares overflows; kept in registers),
 //            gate -> per-element log2-decay into G (unbounded gates floored at -256); beta
 //         2. (column map) G ← inclusive cumulative sum over the 16 rows; Γ = 2^G[15] to the record
-//         3. (row map) Kd, Qd (and Ki for the bounded gate) as bf16 hi + lo tiles in shared memory,
-//            Kr to the record; 16-byte stores, one swizzled chunk each
+//         3. (row map) Kd as one bf16 tile, Qd (and Ki for the bounded gate) as bf16 hi + lo tiles in
+//            shared memory, Kr to the record; 16-byte stores, one swizzled chunk each
 //         4. A (strictly lower) and M (lower): bounded gate, tensor cores (warp w sums key columns
-//            [32w, 32w+32) of hi·hi + lo·hi + hi·lo; partial sums reduced through shared memory);
-//            unbounded gates, float32 dot products with pairwise exponents (never overflow)
+//            [32w, 32w+32); M from hi·hi + lo·hi + hi·lo, A from one hi·hi pass; partial sums
+//            reduced through shared memory); unbounded gates, float32 dot products with pairwise
+//            exponents (never overflow)
 //         5. T = (I + A)^-1 by forward substitution (warp 0, lane = column), Tb = T·Diag(b)
 //         6. P = M·Tb; Tb and P to the record as bf16 hi/lo pairs; Wd = Tb·Kd (tensor cores, warp w
-//            owns key columns [32w, 32w+32), three hi/lo passes)
-//         7. Qp = Qd − P·Kd (idem)
+//            owns key columns [32w, 32w+32), one bf16 pass)
+//         7. Qp = Qd − P·Kd (idem; Qd added exactly, as hi + lo)
 //         kBounds only (the bounded warm-up's plans, docs/design.md §3.2): the chunk bound
 //            log2(max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖) from per-warp maxima of G[15] (phase 2), Kr's row
 //            norms (phase 3) and Wd's (phase 6), written by warp 0 after phase 6
-// Shared memory (bounded gate, 34 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
-//         partial sums), Kd, Qd, Ki hi/lo: 6 x [16][128] bf16 in the record layout (Ki aliased by
-//         A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16, the bound's
+// Shared memory (bounded gate, 30 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
+//         partial sums), Kd, Qd hi/lo, Ki hi/lo: 5 x [16][128] bf16 in the record layout (Ki aliased
+//         by A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16, the bound's
 //         partial sums (1.3 KB). Unbounded gates add k̂ and q̂ as [16][132] float.
-// Every product carries ~16 significant bits or more (hi/lo splits); the record's Wd, Qp and Kr
-// are rounded to bf16 once, at the end.
+// Precision: the products whose operands' precision shows in the results carry ~16 significant
+// bits (hi/lo splits: M = Qd·Kiᵀ, which feeds the output, and Tb and P, which multiply V in the
+// recurrence); A, Wd and Qp are products of one bf16 each, which the rounding emulation
+// (tests/tools/rounding_study.cpp) finds changes neither out nor state measurably. The record's Wd,
+// Qp and Kr are rounded to bf16 once, at the end.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -54,7 +58,7 @@ struct PrepSmem {
     float G[16 * kLd];         // per-element log2-decay, then its inclusive cumulative sum
     float partial[2][4][256];  // bounded gate, phase 4: per-warp partial A and M
   };
-  uint16_t kd_hi[kTile], kd_lo[kTile], qd_hi[kTile], qd_lo[kTile];
+  uint16_t kd_hi[kTile], qd_hi[kTile], qd_lo[kTile];  // Kd as one bf16 (A, Wd, Qp); Qd as hi + lo (M, Qp)
   union {
     struct {
       uint16_t ki_hi[kTile], ki_lo[kTile];  // bounded gate, phases 3-4
@@ -175,22 +179,22 @@ __device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
   }
 }
 
-// out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as an A-fragment hi/lo pair,
-// Kd (and Qd) from their hi/lo tiles: three passes (lo·hi, hi·lo, hi·hi), Qd added exactly as
-// I·Qd_hi + I·Qd_lo; stored as bf16 in the record. row_sq (optional, [16]): the squared norms of
-// the result's rows over this warp's 32 columns, in float32 (kRowSq).
+// out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as a bf16 A fragment, Kd
+// from its bf16 tile: one pass; Qd added exactly as I·Qd_hi + I·Qd_lo; stored as bf16 in the record.
+// (X and Kd as one bf16 each: the rounding emulation finds no measurable change in out or state
+// against hi + lo pairs, docs/performance_notes.md "Where precision matters".) row_sq (optional,
+// [16]): the squared norms of the result's rows over this warp's 32 columns, in float32 (kRowSq).
 template <bool kAddQd, bool kRowSq = false, typename Smem>
-__device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint32_t (&xl)[4], const Smem& sm,
-                                             int warp, int lane, uint16_t* out, float* row_sq = nullptr) {
+__device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const Smem& sm, int warp, int lane,
+                                             uint16_t* out, float* row_sq = nullptr) {
   float sq[2] = {0.0f, 0.0f};  // rows grp(lane) and grp(lane) + 8
   uint32_t ident[4];
   if constexpr (kAddQd) identity_a(ident, lane);
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp) {
     const int p = 2 * warp + pp;
-    uint32_t kh[4], kl[4], qh[4], ql[4];
+    uint32_t kh[4], qh[4], ql[4];
     frag::load_b_kmajor(kh, reinterpret_cast<const unsigned char*>(sm.kd_hi), p, lane);
-    frag::load_b_kmajor(kl, reinterpret_cast<const unsigned char*>(sm.kd_lo), p, lane);
     if constexpr (kAddQd) {
       frag::load_b_kmajor(qh, reinterpret_cast<const unsigned char*>(sm.qd_hi), p, lane);
       frag::load_b_kmajor(ql, reinterpret_cast<const unsigned char*>(sm.qd_lo), p, lane);
@@ -204,9 +208,7 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
         ptx::mma_m16n8k16_bf16_f32(c, ident, bql);
         ptx::mma_m16n8k16_bf16_f32(c, ident, bqh);
       }
-      const uint32_t bh[2] = {kh[2 * h], kh[2 * h + 1]}, bl[2] = {kl[2 * h], kl[2 * h + 1]};
-      ptx::mma_m16n8k16_bf16_f32(c, xl, bh);
-      ptx::mma_m16n8k16_bf16_f32(c, xh, bl);
+      const uint32_t bh[2] = {kh[2 * h], kh[2 * h + 1]};
       ptx::mma_m16n8k16_bf16_f32(c, xh, bh);
       frag::store_c_wide_bf16(out, c, nt, lane);
       if constexpr (kRowSq) {
@@ -230,8 +232,14 @@ __device__ __forceinline__ void wide_product(const uint32_t (&xh)[4], const uint
 
 // kBounds: also record the bounded warm-up's chunk bounds (p.chunk_bounds, not null); the other
 // plans use the kBounds = false instance, which does none of that work.
+// Resident CTAs per SM the register allocation is sized for (build-time knob, timed in
+// docs/performance_notes.md; shared memory allows seven since version 21).
+#ifndef FLASH_KDA_PREP_CTAS_PER_SM
+#define FLASH_KDA_PREP_CTAS_PER_SM 6
+#endif
+
 template <GateKind kGate, bool kBounds = false>
-__global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
+__global__ void __launch_bounds__(128, FLASH_KDA_PREP_CTAS_PER_SM) chunk_prep_kernel(PrepParams p) {
   using namespace prep_detail;
   using Smem = PrepSmem<kGate>;
   constexpr int kLd = Smem::kLd;
@@ -399,9 +407,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
       }
       const uint32_t off = ChunkRecord::wide_chunk_byte(r, vec);
       uint4 hi, lo;
-      pack8_split(kd, hi, lo);
-      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.kd_hi) + off) = hi;
-      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.kd_lo) + off) = lo;
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.kd_hi) + off) = pack8(kd);
       pack8_split(qd, hi, lo);
       *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.qd_hi) + off) = hi;
       *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.qd_lo) + off) = lo;
@@ -423,9 +429,8 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       const int ks = 2 * warp + kk;
-      uint32_t kdh[4], kdl[4], qdh[4], qdl[4], kih[4], kil[4];
+      uint32_t kdh[4], qdh[4], qdl[4], kih[4], kil[4];
       frag::load_a_mmajor(kdh, reinterpret_cast<const unsigned char*>(sm.kd_hi), ks, lane);
-      frag::load_a_mmajor(kdl, reinterpret_cast<const unsigned char*>(sm.kd_lo), ks, lane);
       frag::load_a_mmajor(qdh, reinterpret_cast<const unsigned char*>(sm.qd_hi), ks, lane);
       frag::load_a_mmajor(qdl, reinterpret_cast<const unsigned char*>(sm.qd_lo), ks, lane);
       frag::load_b_nmajor(kih, reinterpret_cast<const unsigned char*>(sm.ki_hi), ks, lane);
@@ -433,9 +438,7 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const uint32_t bh[2] = {kih[2 * nt], kih[2 * nt + 1]}, bl[2] = {kil[2 * nt], kil[2 * nt + 1]};
-        ptx::mma_m16n8k16_bf16_f32(a[nt], kdl, bh);
-        ptx::mma_m16n8k16_bf16_f32(a[nt], kdh, bl);
-        ptx::mma_m16n8k16_bf16_f32(a[nt], kdh, bh);
+        ptx::mma_m16n8k16_bf16_f32(a[nt], kdh, bh);  // A: one bf16 pass (no measurable effect)
         ptx::mma_m16n8k16_bf16_f32(m[nt], qdl, bh);
         ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bl);
         ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bh);
@@ -537,9 +540,9 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
     *reinterpret_cast<uint32_t*>(p_lo + idx) = lo;
   }
   {
-    uint32_t th[4], tl[4];
-    frag::load_a_f32_split(sm.Tb, kSld, false, lane, th, tl);
-    wide_product<false, kBounds>(th, tl, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
+    uint32_t th[4];
+    frag::load_a_f32(sm.Tb, kSld, false, lane, th);
+    wide_product<false, kBounds>(th, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
                                  sm.wd_sq[warp]);
   }
   __syncthreads();
@@ -572,9 +575,9 @@ __global__ void __launch_bounds__(128, 6) chunk_prep_kernel(PrepParams p) {
 
   // ---- Phase 7: Qp = Qd − P·Kd -------------------------------------------------------------------
   {
-    uint32_t ph[4], pl[4];
-    frag::load_a_f32_split(sm.P, kSld, true, lane, ph, pl);
-    wide_product<true>(ph, pl, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kQpOffset));
+    uint32_t ph[4];
+    frag::load_a_f32(sm.P, kSld, true, lane, ph);
+    wide_product<true>(ph, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kQpOffset));
   }
 }
 

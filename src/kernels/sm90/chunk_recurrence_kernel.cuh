@@ -27,7 +27,8 @@
 //         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
 //         barriers.
 // Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
-//         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs. Operand
+//         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs; Uᵀ in the
+//         update is one bf16 (a hi + lo pair with FLASH_KDA_SPLIT_U=1); Kr is one bf16 from the record. Operand
 //         fragments come from record_fragments.cuh.
 #pragma once
 
@@ -46,7 +47,17 @@
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
 
+// Build-time precision knob: U enters the state update as a bf16 hi + lo pair (1) or as one bf16
+// (0, default). The pair takes the relative state error of the standard case from 2.2e-3 to 1.6e-3
+// (GPU and rounding emulation agree) at +7-12% recurrence time (one more mma per update tile on
+// the chain's critical path; docs/performance_notes.md, "Where precision matters").
+#ifndef FLASH_KDA_SPLIT_U
+#define FLASH_KDA_SPLIT_U 0
+#endif
+
 namespace kda::sm90 {
+
+inline constexpr bool kSplitU = FLASH_KDA_SPLIT_U != 0;
 
 template <int kRowGroups, int kColSplit, int kCtasPerSm = 1>
 struct RecurrenceLayout {
@@ -408,10 +419,14 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       }
     }
 
-    // S ← S·Diag(Γ) + Uᵀ·Kr on this warp's columns (the state's critical path: first).
+    // S ← S·Diag(Γ) + Uᵀ·Kr on this warp's columns (the state's critical path: first). Uᵀ as one
+    // bf16, or (kSplitU) as a bf16 hi + lo pair.
     {
-      uint32_t au[4];
-      ptx::c_pair_to_a(x[0], x[1], au);
+      uint32_t au[4], al[4];
+      if constexpr (kSplitU)
+        ptx::c_pair_to_a_split(x[0], x[1], au, al);
+      else
+        ptx::c_pair_to_a(x[0], x[1], au);
       const float* gamma = reinterpret_cast<const float*>(stage + ChunkRecord::kGammaOffset);
 #pragma unroll
       for (int pp = 0; pp < kTiles / 2; ++pp) {
@@ -426,6 +441,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
           S[i][2] *= gm.x;
           S[i][3] *= gm.y;
           const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]};
+          if constexpr (kSplitU) ptx::mma_m16n8k16_bf16_f32(S[i], al, b);
           ptx::mma_m16n8k16_bf16_f32(S[i], au, b);
         }
       }

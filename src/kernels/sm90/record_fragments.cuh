@@ -6,8 +6,8 @@
 //     load_b_kmajor   B (k = row, n = column) for n-tiles 2p and 2p+1 (columns [16p, +16))
 //   [16][16] bf16 operands ("small", chunks swizzled by (row / 4) % 2):
 //     load_b_small    B (n = row, k = column) for both n-tiles
-//   [16][ld] float tiles: load_a_f32_split  A (m = row, k = column) as a bf16 hi + lo pair (ld even,
-//     8-byte aligned tile; ld = 24 makes the 8-byte loads conflict-free)
+//   [16][ld] float tiles: load_a_f32_split  A (m = row, k = column) as a bf16 hi + lo pair, load_a_f32
+//     as one bf16 (ld even, 8-byte aligned tile; ld = 24 makes the 8-byte loads conflict-free)
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,18 @@ __device__ __forceinline__ void load_a_f32_split(const float* t, int ld, bool ne
     const int row = g + 8 * (r & 1), col = c + 8 * (r >> 1);
     const float2 v = *reinterpret_cast<const float2*>(t + row * ld + col);
     ptx::split_bf16x2(s * v.x, s * v.y, hi[r], lo[r]);
+  }
+}
+
+// Same, as one bf16 fragment (round to nearest).
+__device__ __forceinline__ void load_a_f32(const float* t, int ld, bool negate, int lane, uint32_t (&a)[4]) {
+  const int g = ptx::Frag::grp(lane), c = 2 * ptx::Frag::qid(lane);
+  const float s = negate ? -1.0f : 1.0f;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int row = g + 8 * (r & 1), col = c + 8 * (r >> 1);
+    const float2 v = *reinterpret_cast<const float2*>(t + row * ld + col);
+    a[r] = ptx::pack_bf16x2(s * v.x, s * v.y);
   }
 }
 

@@ -1,0 +1,119 @@
+// The rounding emulation's operand-precision flags (reference::ChunkedRounding) on the standard
+// random case of spec §3: each flag changes the result (a flag that does nothing would make the
+// precision study, tests/tools/rounding_study.cpp, meaningless), and the facts the kernels rely on
+// hold: the preparation's A, Wd and Qp products lose nothing measurable from one bf16 per operand
+// (chunk_prep_kernel, version 21), M and the Tb/P-times-V products do, and the state error is set by
+// the bf16 U and Kr of the update.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "reference/common.h"
+#include "src/api/problem.h"
+#include "tests/golden_io.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+using reference::ChunkedRounding;
+
+struct Errors {
+  double out = 0, state = 0;
+  std::vector<uint16_t> out_bits;
+  std::vector<float> state_f32;
+};
+
+class RoundingFlags : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ProblemSpec spec;
+    spec.B = 1;
+    spec.T = 300;
+    spec.H = spec.HV = 4;
+    spec.seed = 300;
+    p_ = make_random_problem(spec);
+    kda_fwd_params params = p_.params();
+    Problem problem;
+    ASSERT_EQ(validate(&params, ValidateMode::kHost, &problem).code, KDA_OK);
+    eo_.resize(p_.out.size());
+    es_.resize(p_.final_f32.size());
+    ASSERT_EQ(reference::fwd_recurrence_f64_ex(problem, 0, eo_.data(), es_.data()).code, KDA_OK);
+  }
+  Errors run(const ChunkedRounding& r) {
+    kda_fwd_params params = p_.params();
+    Problem problem;
+    EXPECT_EQ(validate(&params, ValidateMode::kHost, &problem).code, KDA_OK);
+    EXPECT_EQ(reference::fwd_chunked_f32(problem, r, 0).code, KDA_OK);
+    Errors e;
+    e.out = rel_l2(bf16_to_f64(p_.out), eo_);
+    e.state = rel_l2(f32_to_f64(p_.final_f32), es_);
+    e.out_bits = p_.out;
+    e.state_f32 = p_.final_f32;
+    return e;
+  }
+  static ChunkedRounding kernel_before_v21() {
+    ChunkedRounding r;
+    r.round_record = r.round_state_operand = r.split_state_operand = r.round_u = true;
+    return r;
+  }
+  RandomProblem p_;
+  std::vector<double> eo_, es_;
+};
+
+bool same_result(const Errors& a, const Errors& b) {
+  return a.out_bits == b.out_bits &&
+         std::memcmp(a.state_f32.data(), b.state_f32.data(), a.state_f32.size() * sizeof(float)) == 0;
+}
+
+TEST_F(RoundingFlags, EveryFlagChangesTheResult) {
+  const ChunkedRounding base = kernel_before_v21();
+  const Errors e0 = run(base);
+  bool ChunkedRounding::*flags[] = {&ChunkedRounding::round_a_operands, &ChunkedRounding::round_m_operands,
+                                    &ChunkedRounding::round_wide_left,  &ChunkedRounding::round_wide_kd,
+                                    &ChunkedRounding::split_u,          &ChunkedRounding::split_kr,
+                                    &ChunkedRounding::round_small};
+  for (auto f : flags) {
+    ChunkedRounding r = base;
+    r.*f = true;
+    EXPECT_FALSE(same_result(run(r), e0)) << "a rounding flag had no effect";
+  }
+  ChunkedRounding no_split = base;
+  no_split.split_state_operand = false;
+  EXPECT_FALSE(same_result(run(no_split), e0));
+}
+
+TEST_F(RoundingFlags, PreparationProductsNeedNoSplitExceptM) {
+  const Errors before = run(kernel_before_v21());
+  ChunkedRounding v21 = kernel_before_v21();
+  v21.round_a_operands = v21.round_wide_left = v21.round_wide_kd = true;
+  const Errors now = run(v21);
+  std::printf("[ errors ] before v21 out %.3e state %.3e | v21 out %.3e state %.3e\n", before.out, before.state,
+              now.out, now.state);
+  EXPECT_LE(now.out, before.out * 1.02);
+  EXPECT_LE(now.state, before.state * 1.02);
+  ChunkedRounding m = v21;
+  m.round_m_operands = true;  // M = Qd·Kiᵀ feeds the output: one bf16 per operand costs ~60% more error
+  EXPECT_GT(run(m).out, before.out * 1.3);
+  ChunkedRounding small = v21;
+  small.round_small = true;  // Tb and P multiply V
+  EXPECT_GT(run(small).out, before.out * 1.2);
+}
+
+TEST_F(RoundingFlags, StateErrorComesFromUAndKr) {
+  const Errors before = run(kernel_before_v21());
+  ChunkedRounding u = kernel_before_v21();
+  u.split_u = true;
+  const Errors eu = run(u);
+  ChunkedRounding ukr = u;
+  ukr.split_kr = true;
+  const Errors eukr = run(ukr);
+  std::printf("[ errors ] state: U, Kr one bf16 %.3e | U hi+lo %.3e | U, Kr hi+lo %.3e\n", before.state, eu.state,
+              eukr.state);
+  EXPECT_LT(eu.state, before.state * 0.85);
+  EXPECT_LT(eukr.state, before.state * 0.01);
+}
+
+}  // namespace
+}  // namespace kda::test
