@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "tests/cp_fixture.h"
 #include "src/launch/plan.h"
 
 namespace kda::test {
@@ -61,44 +62,8 @@ TEST(CpPlan, SegmentsFillTheSmsAndAreHonouredWhenForced) {
   EXPECT_EQ(sm90::transition_scratch_bytes(3, p), 3u * p.segments * 2u * D * D * 4u);
 }
 
-// A valid shard: B = 2, T = 40, H = HV = 2 (host buffers), D and M for both sequences, packed in
-// one [2, 2, 256, 128] buffer as the driver does.
-class CpApi : public ::testing::Test {
+class CpApi : public CpShard {
  protected:
-  void SetUp() override {
-    const int64_t B = 2, T = 40, H = 2;
-    x_.assign(B * T * H * D, 0x3f80);
-    beta_.assign(B * T * H, 0x3f80);
-    out_ = x_;
-    kda_fwd_params_init(&p_);
-    const int64_t s4[4] = {B, T, H, D};
-    p_.q = kda_tensor_contiguous(x_.data(), KDA_DTYPE_BF16, 4, s4);
-    p_.k = p_.q;
-    p_.v = p_.q;
-    p_.g = p_.q;
-    p_.beta = kda_tensor_contiguous(beta_.data(), KDA_DTYPE_BF16, 3, s4);
-    p_.out = kda_tensor_contiguous(out_.data(), KDA_DTYPE_BF16, 4, s4);
-    packed_.assign(2 * 2 * 256 * D, 0.0f);
-    D_ = view(packed_.data(), 2);
-    M_ = view(packed_.data() + D * D, 2);
-    states_.assign(4 * 2 * D * D, 0.0f);
-  }
-
-  // [rows, 2, 128, 128] view of a packed [rows, 2, 256, 128] buffer.
-  static kda_tensor view(float* data, int64_t rows) {
-    const int64_t shape[4] = {rows, 2, D, D};
-    kda_tensor t = kda_tensor_contiguous(data, KDA_DTYPE_F32, 4, shape);
-    t.stride[0] = 2 * 256 * D;
-    t.stride[1] = 256 * D;
-    return t;
-  }
-
-  static void ExpectNames(const kda_status& s, std::vector<std::string> parts) {
-    EXPECT_EQ(s.code, KDA_ERROR_INVALID_ARGUMENT) << kda_status_code_name(s.code) << ": " << s.message;
-    for (const std::string& part : parts)
-      EXPECT_NE(std::string(s.message).find(part), std::string::npos) << "message \"" << s.message << "\" lacks \"" << part << "\"";
-  }
-
   // The error of kda_segment_transition_workspace_size and of kda_segment_transition (validation
   // comes before the device checks).
   void ExpectTransitionError(std::vector<std::string> parts) {
@@ -106,11 +71,6 @@ class CpApi : public ::testing::Test {
     ExpectNames(kda_segment_transition_workspace_size(&p_, D_, M_, &bytes), parts);
     ExpectNames(kda_segment_transition(&p_, D_, M_, nullptr, 0, nullptr), parts);
   }
-
-  std::vector<uint16_t> x_, beta_, out_;
-  std::vector<float> packed_, states_;
-  kda_fwd_params p_;
-  kda_tensor D_, M_;
 };
 
 TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
@@ -171,12 +131,31 @@ TEST_F(CpApi, TransitionValidatesTheShardLikeKdaFwd) {
 }
 
 TEST_F(CpApi, ValidArgumentsReachTheDeviceChecks) {
-  // Host memory: no SM90 GPU here (unsupported device) or, with one, the pointer check.
-  const kda_status s = kda_segment_transition(&p_, D_, M_, nullptr, 0, nullptr);
+  // Host memory: no SM90 GPU here (unsupported device) or, with one, the pointer check. The
+  // workspace is checked on the host first (size, alignment, memory rules), as kda_fwd's.
+  size_t bytes = 0;
+  ASSERT_EQ(kda_segment_transition_workspace_size(&p_, D_, M_, &bytes).code, KDA_OK);
+  std::vector<unsigned char> buf(bytes + 256);
+  void* ws = buf.data() + (256 - reinterpret_cast<uintptr_t>(buf.data()) % 256) % 256;
+  const kda_status s = kda_segment_transition(&p_, D_, M_, ws, bytes, nullptr);
   EXPECT_TRUE(s.code == KDA_ERROR_UNSUPPORTED_DEVICE || s.code == KDA_ERROR_INVALID_ARGUMENT) << s.message;
   EXPECT_NE(s.code, KDA_OK);
-  const kda_status f = kda_fwd_prepared(&p_, nullptr, 0, nullptr);
+  const kda_status f = kda_fwd_prepared(&p_, ws, bytes, nullptr);
   EXPECT_TRUE(f.code == KDA_ERROR_UNSUPPORTED_DEVICE || f.code == KDA_ERROR_INVALID_ARGUMENT) << f.message;
+}
+
+TEST_F(CpApi, WorkspaceIsCheckedOnTheHostBeforeTheDevice) {
+  size_t bytes = 0;
+  ASSERT_EQ(kda_segment_transition_workspace_size(&p_, D_, M_, &bytes).code, KDA_OK);
+  ASSERT_GT(bytes, 0u);
+  const kda_status s = kda_segment_transition(&p_, D_, M_, nullptr, bytes - 1, nullptr);
+  EXPECT_EQ(s.code, KDA_ERROR_WORKSPACE_TOO_SMALL) << s.message;
+  EXPECT_NE(std::string(s.message).find("kda_segment_transition_workspace_size"), std::string::npos) << s.message;
+  ExpectNames(kda_segment_transition(&p_, D_, M_, nullptr, bytes, nullptr), {"workspace:", "got NULL"});
+  std::vector<unsigned char> buf(bytes + 512);
+  unsigned char* ws = buf.data() + (256 - reinterpret_cast<uintptr_t>(buf.data()) % 256) % 256 + 16;
+  ExpectNames(kda_segment_transition(&p_, D_, M_, ws, bytes, nullptr), {"workspace:", "256-byte aligned"});
+  ExpectNames(kda_fwd_prepared(&p_, ws, bytes, nullptr), {"workspace:", "256-byte aligned"});
 }
 
 TEST_F(CpApi, CombineArgumentRules) {

@@ -112,7 +112,9 @@ TEST_F(Validation, ShapeOnlyQueryAcceptsOneStandInPointer) {
 TEST_F(Validation, WorkspaceOverlapsATensor) {
   size_t bytes = 0;
   ASSERT_EQ(kda_fwd_workspace_size(&p_, &bytes).code, KDA_OK);
-  std::vector<unsigned char> buf(bytes + 4096);
+  // Room for final_state's 64 KiB past the workspace: its bytes stay inside this buffer (not in
+  // whatever the heap holds next, initial_state perhaps, which would be another error).
+  std::vector<unsigned char> buf(bytes + D * D * 4 + 4096);
   unsigned char* ws = buf.data() + (256 - reinterpret_cast<uintptr_t>(buf.data()) % 256) % 256;
   p_.final_state.data = ws + bytes - 64;  // 16-byte aligned, inside the workspace's last bytes
   const kda_status s = kda_fwd(&p_, ws, bytes, nullptr);

@@ -221,6 +221,10 @@ const char* kda_build_architectures(void);
  * cannot be used under CUDA-graph capture, and returns KDA_ERROR_INVALID_ARGUMENT naming the first
  * bad entry. Without it, bad contents never cause an out-of-bounds access.
  *
+ * Memory: inputs may share memory with each other; out and state_pool (both written) share no
+ * byte with any other tensor or with each other (judged on byte ranges, as for kda_fwd); rows of
+ * out never alias (as kda_fwd's) nor do slots (stride[0] >= HV*V*K). All checked before any kernel.
+ *
  * kda_decode needs no workspace, allocates nothing, does not synchronise and can be captured in a
  * CUDA graph: one kernel launch (check_indices adds a stream-ordered scratch allocation of 4 bytes
  * per slot and a synchronisation). Results are deterministic and do not depend on kernel_config.
@@ -273,7 +277,14 @@ kda_status kda_decode_cpu(const kda_decode_params* params, int32_t num_threads);
  *
  * Matrix tensors (D, M, start_states, end_state): float32, every [128, 128] matrix dense (stride[3]
  * = 1, stride[2] = 128); stride[0] and stride[1] free (>= 0, multiples of 4 elements), data 16-byte
- * aligned; so D and M may be views of one packed buffer [.., HV, V + K, K] (D's rows, then M's). */
+ * aligned; so D and M may be views of one packed buffer [.., HV, V + K, K] (D's rows, then M's).
+ *
+ * Memory (checked on the host before the device, messages naming both tensors): every matrix of a
+ * written tensor (D, M, start_states, end_state) has its own memory (no zero or too-small
+ * stride[0] / stride[1]); written tensors share no byte with the inputs of the call, the workspace
+ * or each other, judged on byte ranges as for kda_fwd, with one exception: D and M may interleave
+ * (same shape and strides, matrices sharing no byte, as in the packed layout above, either order).
+ * The workspace shares no byte with any tensor of the call. Inputs may share memory. */
 
 /* Bytes of device workspace for kda_segment_transition followed by kda_fwd_prepared on the same
    params (the larger of the two; the preparation they share stays at the start). D and M as for
@@ -295,7 +306,8 @@ kda_status kda_segment_transition_workspace_size(const kda_fwd_params* params, k
    equals the exact end state up to 2^-24 of the states' norms, M being accurate to 2^-23 in
    absolute terms; pairs whose gates do not prove that run every chunk, decided on the device.
    context_split forces the number of segments of the exact computation. Enqueued on `stream`;
-   no allocation, no synchronisation; capturable in a CUDA graph. */
+   no allocation, no synchronisation; capturable in a CUDA graph. Every host check (arguments,
+   memory rules, workspace size and alignment) comes before the device checks. */
 kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kda_tensor M, void* workspace,
                                   size_t workspace_bytes, kda_stream_t stream);
 
@@ -303,7 +315,9 @@ kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kd
    call with the same params (inputs, options) left in the same `workspace` (stream-ordered, nothing
    written in between): q, k, g, beta, A_log, dt_bias, cu_seqlens, scale and the gate options must be
    unchanged; v, out, initial_state (typically the combined start state) and final_state are free.
-   workspace_bytes: at least kda_segment_transition_workspace_size. */
+   workspace_bytes: at least kda_segment_transition_workspace_size. Memory rules of kda_fwd (out and
+   final_state disjoint from every other tensor, final_state may be exactly initial_state), and the
+   workspace, which holds the preparation, shares no byte with any tensor. */
 kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_t workspace_bytes,
                             kda_stream_t stream);
 
@@ -312,7 +326,8 @@ kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_
    of D [R·N, HV, V, K] and M [R·N, HV, K, K] is shard r of sequence n. initial_state [N, HV, V, K]
    f32 or bf16, contiguous, optional. Outputs (at least one): start_states [R·N, HV, V, K] f32
    (S(r) of sequence n at row r·N + n) and end_state [N, HV, V, K] f32 (S(R)). Outputs must not
-   overlap the inputs. */
+   overlap the inputs or each other (end_state cannot be initial_state: no in-place update), and
+   every output matrix has its own memory (all checked, with a named error). */
 kda_status kda_combine_transitions(int64_t num_shards, kda_tensor D, kda_tensor M, kda_tensor initial_state,
                                    kda_tensor start_states, kda_tensor end_state, kda_stream_t stream);
 

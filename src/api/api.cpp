@@ -84,21 +84,7 @@ kda_status check_cu_seqlens_host(const kda::Problem& pr, bool full) {
 }
 
 kda_status check_pointers(const kda_fwd_params& p, int device) {
-  const struct {
-    const char* name;
-    const kda_tensor* t;
-  } all[] = {{"q", &p.q},
-             {"k", &p.k},
-             {"v", &p.v},
-             {"g", &p.g},
-             {"beta", &p.beta},
-             {"out", &p.out},
-             {"A_log", &p.A_log},
-             {"dt_bias", &p.dt_bias},
-             {"initial_state", &p.initial_state},
-             {"final_state", &p.final_state},
-             {"cu_seqlens", &p.cu_seqlens}};
-  for (const auto& e : all) KDA_RETURN_IF_ERROR(check_pointer(e.name, e.t->data, device));
+  for (const kda::NamedTensor& e : kda::FwdTensors(p).t) KDA_RETURN_IF_ERROR(check_pointer(e.name, e.t->data, device));
   return make_ok();
 }
 

@@ -6,6 +6,7 @@
 #include "flash_kda/flash_kda.h"
 #include "src/api/cp_problem.h"
 #include "src/api/device_checks.h"
+#include "src/api/memory_rules.h"
 #include "src/launch/cp_launch.h"
 #include "src/launch/launch.h"
 
@@ -35,7 +36,9 @@ kda_status check_shard_pointers(const kda_fwd_params& p, bool forward, int devic
   return check_pointers(names, tensors, forward ? 11 : 8, device);
 }
 
-kda_status check_workspace(void* workspace, size_t bytes, size_t needed, const char* query, int device) {
+// The workspace on the host (size, pointer, alignment), before the device is looked at, as kda_fwd
+// does; the memory rules on it come next (memory_rules.h).
+kda_status check_workspace_host(void* workspace, size_t bytes, size_t needed, const char* query) {
   if (bytes < needed)
     return make_error(KDA_ERROR_WORKSPACE_TOO_SMALL, "workspace: expected at least %zu bytes (%s), got %zu", needed,
                       query, bytes);
@@ -44,7 +47,7 @@ kda_status check_workspace(void* workspace, size_t bytes, size_t needed, const c
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "workspace: expected %zu bytes of device memory, got NULL", needed);
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "workspace: expected a 256-byte aligned pointer, got %p", workspace);
-  return kda::check_device_pointer("workspace", workspace, device);
+  return make_ok();
 }
 
 }  // namespace
@@ -64,18 +67,23 @@ kda_status kda_segment_transition_workspace_size(const kda_fwd_params* params, k
 
 kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kda_tensor M, void* workspace,
                                   size_t workspace_bytes, kda_stream_t stream) {
+  // Everything the host can check comes first (arguments, memory rules, workspace), then the device.
   KDA_RETURN_IF_ERROR(check_params_struct(params));
   const kda_fwd_params local = kda::transition_params(*params);
   kda::TransitionProblem tp;
   KDA_RETURN_IF_ERROR(kda::validate_transition(&local, D, M, kda::ValidateMode::kDevice, &tp));
+  const kda::sm90::TransitionPlan plan = kda::sm90::transition_plan(tp);
+  const size_t needed = kda::sm90::transition_workspace_bytes(tp, plan);
+  KDA_RETURN_IF_ERROR(
+      check_workspace_host(workspace, workspace_bytes, needed, "kda_segment_transition_workspace_size"));
+  // The workspace against what the transition reads and writes (out and the states are ignored).
+  KDA_RETURN_IF_ERROR(kda::check_transition_workspace(local, D, M, workspace, needed));
   int device = -1;
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
   KDA_RETURN_IF_ERROR(check_shard_pointers(local, false, device));
   KDA_RETURN_IF_ERROR(kda::check_device_pointer("D", D.data, device));
   KDA_RETURN_IF_ERROR(kda::check_device_pointer("M", M.data, device));
-  const kda::sm90::TransitionPlan plan = kda::sm90::transition_plan(tp);
-  KDA_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, kda::sm90::transition_workspace_bytes(tp, plan),
-                                      "kda_segment_transition_workspace_size", device));
+  if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
   return kda::sm90::segment_transition(tp, plan, workspace, stream);
 }
 
@@ -83,12 +91,16 @@ kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_
                             kda_stream_t stream) {
   kda::Problem problem;
   KDA_RETURN_IF_ERROR(kda::validate(params, kda::ValidateMode::kDevice, &problem));
+  const kda::sm90::RecurrencePlan plan = kda::sm90::fwd_plan(problem);
+  const size_t needed = kda::sm90::fwd_prepared_workspace_bytes(problem, plan);
+  KDA_RETURN_IF_ERROR(
+      check_workspace_host(workspace, workspace_bytes, needed, "kda_segment_transition_workspace_size"));
+  // The workspace (holding the preparation) against every tensor of the call.
+  KDA_RETURN_IF_ERROR(kda::check_workspace_overlaps(*params, workspace, needed));
   int device = -1;
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
   KDA_RETURN_IF_ERROR(check_shard_pointers(*params, true, device));
-  const kda::sm90::RecurrencePlan plan = kda::sm90::fwd_plan(problem);
-  KDA_RETURN_IF_ERROR(check_workspace(workspace, workspace_bytes, kda::sm90::fwd_prepared_workspace_bytes(problem, plan),
-                                      "kda_segment_transition_workspace_size", device));
+  if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
   return kda::sm90::fwd_prepared(problem, plan, workspace, stream);

@@ -7,27 +7,14 @@
 #include "reference/decode_reference.h"
 #include "src/api/decode_problem.h"
 #include "src/api/device_checks.h"
+#include "src/api/memory_rules.h"
 #include "src/launch/decode_launch.h"
 
 namespace {
 
 kda_status check_pointers(const kda_decode_params& p, int device) {
-  const struct {
-    const char* name;
-    const kda_tensor* t;
-  } all[] = {{"q", &p.q},
-             {"k", &p.k},
-             {"v", &p.v},
-             {"g", &p.g},
-             {"beta", &p.beta},
-             {"out", &p.out},
-             {"A_log", &p.A_log},
-             {"dt_bias", &p.dt_bias},
-             {"state_pool", &p.state_pool},
-             {"state_indices", &p.state_indices},
-             {"num_accepted_tokens", &p.num_accepted_tokens},
-             {"cu_seqlens", &p.cu_seqlens}};
-  for (const auto& e : all) KDA_RETURN_IF_ERROR(kda::check_device_pointer(e.name, e.t->data, device));
+  for (const kda::NamedTensor& e : kda::DecodeTensors(p).t)
+    KDA_RETURN_IF_ERROR(kda::check_device_pointer(e.name, e.t->data, device));
   return kda::make_ok();
 }
 

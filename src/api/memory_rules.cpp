@@ -1,5 +1,6 @@
-// Memory rules of a call (memory_rules.h): out's rows distinct, written tensors disjoint from the
-// others (final_state may be exactly initial_state), the workspace disjoint from every tensor.
+// Memory rules of the calls (memory_rules.h): a written tensor's elements distinct, written tensors
+// disjoint from the others (kda_fwd's final_state may be exactly initial_state; the transition's D
+// and M may be interleaved views of one buffer), the workspace disjoint from every tensor.
 #include "src/api/memory_rules.h"
 
 #include <utility>
@@ -28,20 +29,74 @@ Range range_of(const void* data, size_t bytes) {
   return r;
 }
 
-struct Named {
-  const char* name;
-  const kda_tensor* t;
+using Named = NamedTensor;
+
+Range range_of(const kda_tensor& t) { return range_of(t.data, tensor_span_bytes(t)); }
+
+// A dimension of a strided view: its size and its stride (in whatever unit the caller uses).
+struct Dim {
+  int64_t size;
+  unsigned __int128 stride;
+  int index;  // the tensor's dimension (for messages)
 };
 
-// Every tensor of the call, in the order messages name them.
-struct AllTensors {
-  Named t[11];
-  explicit AllTensors(const kda_fwd_params& p)
-      : t{{"q", &p.q},         {"k", &p.k},         {"v", &p.v},
-          {"g", &p.g},         {"beta", &p.beta},   {"out", &p.out},
-          {"A_log", &p.A_log}, {"dt_bias", &p.dt_bias}, {"initial_state", &p.initial_state},
-          {"final_state", &p.final_state}, {"cu_seqlens", &p.cu_seqlens}} {}
-};
+// Sorts dims by stride (stable) and checks that each stride is at least the span of the dimensions
+// before it, starting from `span` (the extent of one element): then the index-to-address map of the
+// view is one-to-one, and no two elements share a unit. Returns the sorted position of the first
+// stride that falls short (its required span in *need), or -1.
+int first_short_stride(Dim* dims, int n, unsigned __int128 span, unsigned __int128* need) {
+  for (int i = 1; i < n; ++i)  // insertion sort (at most 5 entries)
+    for (int j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j) std::swap(dims[j], dims[j - 1]);
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].stride < span) {
+      *need = span;
+      return i;
+    }
+    span += static_cast<unsigned __int128>(dims[i].size - 1) * dims[i].stride;
+  }
+  return -1;
+}
+
+// a and b (validated, with distinct elements each) are two views with the same dtype, shape and
+// strides whose elements interleave without sharing a byte: the pair is one view with an extra
+// dimension of size 2 and stride |b - a| bytes whose elements are distinct. (A sufficient rule: it
+// accepts the packed [.., V + K, K] layout of D and M, in either order.)
+bool interleaved_disjoint(const kda_tensor& a, const kda_tensor& b) {
+  if (a.ndim != b.ndim || raw_enum(a.dtype) != raw_enum(b.dtype) || a.ndim < 1 || a.ndim > 4) return false;
+  const size_t eb = dtype_bytes(raw_enum(a.dtype));
+  Dim dims[5];
+  int n = 0;
+  for (int d = 0; d < a.ndim; ++d) {
+    if (a.shape[d] != b.shape[d]) return false;
+    if (a.shape[d] <= 1) continue;
+    if (a.stride[d] != b.stride[d]) return false;
+    dims[n++] = Dim{a.shape[d], static_cast<unsigned __int128>(a.stride[d]) * eb, d};
+  }
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(a.data), pb = reinterpret_cast<uintptr_t>(b.data);
+  dims[n++] = Dim{2, static_cast<unsigned __int128>(pa > pb ? pa - pb : pb - pa), -1};
+  unsigned __int128 need = 0;
+  return first_short_stride(dims, n, eb, &need) < 0;
+}
+
+// The error of a written tensor w overlapping another tensor o.
+kda_status written_overlap_error(const Named& w, const Named& o) {
+  return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                    "%s: expected memory disjoint from every other tensor (it is written), got bytes [%p, +%zu) "
+                    "overlapping %s [%p, +%zu)",
+                    w.name, w.t->data, tensor_span_bytes(*w.t), o.name, o.t->data, tensor_span_bytes(*o.t));
+}
+
+// w (written) against every present tensor of `others` but itself.
+kda_status check_disjoint(const Named& w, const Named* others, size_t count) {
+  if (w.t->data == nullptr) return make_ok();
+  const Range rw = range_of(*w.t);
+  for (size_t i = 0; i < count; ++i) {
+    const Named& o = others[i];
+    if (o.t == w.t || o.t->data == nullptr) continue;
+    if (overlap(rw, range_of(*o.t))) return written_overlap_error(w, o);
+  }
+  return make_ok();
+}
 
 std::string strides_str(const kda_tensor& t) {
   std::string s = "shape [";
@@ -53,6 +108,26 @@ std::string strides_str(const kda_tensor& t) {
 
 }  // namespace
 
+FwdTensors::FwdTensors(const kda_fwd_params& p)
+    : t{{"q", &p.q},         {"k", &p.k},         {"v", &p.v},
+        {"g", &p.g},         {"beta", &p.beta},   {"out", &p.out},
+        {"A_log", &p.A_log}, {"dt_bias", &p.dt_bias}, {"initial_state", &p.initial_state},
+        {"final_state", &p.final_state}, {"cu_seqlens", &p.cu_seqlens}} {}
+
+DecodeTensors::DecodeTensors(const kda_decode_params& p)
+    : t{{"q", &p.q},
+        {"k", &p.k},
+        {"v", &p.v},
+        {"g", &p.g},
+        {"beta", &p.beta},
+        {"out", &p.out},
+        {"A_log", &p.A_log},
+        {"dt_bias", &p.dt_bias},
+        {"state_pool", &p.state_pool},
+        {"state_indices", &p.state_indices},
+        {"num_accepted_tokens", &p.num_accepted_tokens},
+        {"cu_seqlens", &p.cu_seqlens}} {}
+
 size_t tensor_span_bytes(const kda_tensor& t) {
   if (t.ndim < 1 || t.ndim > 4) return 0;
   size_t elems = 1;
@@ -63,30 +138,25 @@ size_t tensor_span_bytes(const kda_tensor& t) {
   return sat_mul(elems, dtype_bytes(raw_enum(t.dtype)));
 }
 
-kda_status check_out_rows_distinct(const kda_tensor& out) {
-  int dims[4], n = 0;
-  for (int d = 0; d < out.ndim && d < 4; ++d) {
-    if (out.shape[d] == 0) return make_ok();  // no element
-    if (out.shape[d] > 1) dims[n++] = d;
+kda_status check_rows_distinct(const char* name, const kda_tensor& t) {
+  Dim dims[4];
+  int n = 0;
+  for (int d = 0; d < t.ndim && d < 4; ++d) {
+    if (t.shape[d] == 0) return make_ok();  // no element
+    if (t.shape[d] > 1) dims[n++] = Dim{t.shape[d], static_cast<unsigned __int128>(t.stride[d]), d};
   }
-  for (int i = 1; i < n; ++i)  // insertion sort by stride (at most 4 entries)
-    for (int j = i; j > 0 && out.stride[dims[j]] < out.stride[dims[j - 1]]; --j) std::swap(dims[j], dims[j - 1]);
-  int64_t span = 1;  // elements spanned by the dimensions checked so far (< 2^62: validated)
-  for (int i = 0; i < n; ++i) {
-    const int d = dims[i];
-    if (out.stride[d] < span)
-      return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                        "out: expected strides that give every element its own address (stride[%d] = %lld must be "
-                        "at least %lld, the span of the dimensions with smaller strides), got %s",
-                        d, static_cast<long long>(out.stride[d]), static_cast<long long>(span),
-                        strides_str(out).c_str());
-    span += (out.shape[d] - 1) * out.stride[d];
-  }
-  return make_ok();
+  unsigned __int128 need = 0;  // in elements (< 2^62: validated)
+  const int bad = first_short_stride(dims, n, 1, &need);
+  if (bad < 0) return make_ok();
+  const int d = dims[bad].index;
+  return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                    "%s: expected strides that give every element its own address (stride[%d] = %lld must be at "
+                    "least %lld, the span of the dimensions with smaller strides), got %s",
+                    name, d, static_cast<long long>(t.stride[d]), static_cast<long long>(need), strides_str(t).c_str());
 }
 
 kda_status check_tensor_overlaps(const kda_fwd_params& p) {
-  const AllTensors all(p);
+  const FwdTensors all(p);
   const Named written[] = {{"out", &p.out}, {"final_state", &p.final_state}};
   for (const Named& w : written) {
     if (w.t->data == nullptr) continue;
@@ -109,28 +179,91 @@ kda_status check_tensor_overlaps(const kda_fwd_params& p) {
                           dtype_name(raw_enum(p.initial_state.dtype)), p.initial_state.data);
       // out against final_state is reported once, as out's.
       if (w.t == &p.final_state && o.t == &p.out) continue;
-      return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                        "%s: expected memory disjoint from every other tensor (it is written), got bytes [%p, +%zu) "
-                        "overlapping %s [%p, +%zu)",
-                        w.name, w.t->data, tensor_span_bytes(*w.t), o.name, o.t->data, tensor_span_bytes(*o.t));
+      return written_overlap_error(w, o);
     }
   }
   return make_ok();
 }
 
 kda_status check_workspace_overlaps(const kda_fwd_params& p, const void* workspace, size_t bytes) {
+  const FwdTensors all(p);
+  return check_workspace_disjoint(workspace, bytes, all.t, sizeof(all.t) / sizeof(all.t[0]));
+}
+
+kda_status check_workspace_disjoint(const void* workspace, size_t bytes, const NamedTensor* tensors, size_t count) {
   if (workspace == nullptr || bytes == 0) return make_ok();
-  const AllTensors all(p);
   const Range rw = range_of(workspace, bytes);
-  for (const Named& o : all.t) {
+  for (size_t i = 0; i < count; ++i) {
+    const Named& o = tensors[i];
     if (o.t->data == nullptr) continue;
-    if (overlap(rw, range_of(o.t->data, tensor_span_bytes(*o.t))))
+    if (overlap(rw, range_of(*o.t)))
       return make_error(KDA_ERROR_INVALID_ARGUMENT,
                         "workspace: expected memory disjoint from every tensor, got [%p, +%zu bytes) overlapping "
                         "%s [%p, +%zu)",
                         workspace, bytes, o.name, o.t->data, tensor_span_bytes(*o.t));
   }
   return make_ok();
+}
+
+namespace {
+
+// What kda_segment_transition reads (out and the states of the params are ignored), then D and M.
+struct TransitionTensors {
+  Named t[10];
+  TransitionTensors(const kda_fwd_params& p, const kda_tensor& D, const kda_tensor& M)
+      : t{{"q", &p.q},         {"k", &p.k},         {"v", &p.v},
+          {"g", &p.g},         {"beta", &p.beta},   {"A_log", &p.A_log},
+          {"dt_bias", &p.dt_bias}, {"cu_seqlens", &p.cu_seqlens}, {"D", &D}, {"M", &M}} {}
+  static constexpr size_t kInputs = 8;
+};
+
+}  // namespace
+
+kda_status check_transition_memory(const kda_fwd_params& p, const kda_tensor& D, const kda_tensor& M, bool with_data) {
+  // Strides first (the shape-only query too, whose pointers may be stand-ins or NULL).
+  KDA_RETURN_IF_ERROR(check_rows_distinct("D", D));
+  KDA_RETURN_IF_ERROR(check_rows_distinct("M", M));
+  if (!with_data) return make_ok();
+  const TransitionTensors all(p, D, M);
+  KDA_RETURN_IF_ERROR(check_disjoint(all.t[8], all.t, TransitionTensors::kInputs));
+  KDA_RETURN_IF_ERROR(check_disjoint(all.t[9], all.t, TransitionTensors::kInputs));
+  // D against M: disjoint byte ranges, or the matrices of interleaved views sharing no byte.
+  if (overlap(range_of(D), range_of(M)) && !interleaved_disjoint(D, M))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "M: expected memory disjoint from D (both are written), or D and M interleaved views of one "
+                      "buffer whose matrices share no byte (such as [.., HV, V + K, K]), got bytes [%p, +%zu) with %s "
+                      "overlapping D [%p, +%zu) with %s",
+                      M.data, tensor_span_bytes(M), strides_str(M).c_str(), D.data, tensor_span_bytes(D),
+                      strides_str(D).c_str());
+  return make_ok();
+}
+
+kda_status check_transition_workspace(const kda_fwd_params& p, const kda_tensor& D, const kda_tensor& M,
+                                      const void* workspace, size_t bytes) {
+  const TransitionTensors all(p, D, M);
+  return check_workspace_disjoint(workspace, bytes, all.t, sizeof(all.t) / sizeof(all.t[0]));
+}
+
+kda_status check_combine_memory(const kda_tensor& D, const kda_tensor& M, const kda_tensor& initial_state,
+                                const kda_tensor& start_states, const kda_tensor& end_state, bool with_data) {
+  if (start_states.data != nullptr) KDA_RETURN_IF_ERROR(check_rows_distinct("start_states", start_states));
+  if (end_state.data != nullptr) KDA_RETURN_IF_ERROR(check_rows_distinct("end_state", end_state));
+  if (!with_data) return make_ok();
+  // The header: outputs never overlap the inputs (no in-place end state) nor each other.
+  const Named all[] = {{"D", &D},
+                       {"M", &M},
+                       {"initial_state", &initial_state},
+                       {"start_states", &start_states},
+                       {"end_state", &end_state}};
+  KDA_RETURN_IF_ERROR(check_disjoint(all[3], all, 5));
+  return check_disjoint(all[4], all, 5);
+}
+
+kda_status check_decode_overlaps(const kda_decode_params& p) {
+  const DecodeTensors all(p);
+  const size_t count = sizeof(all.t) / sizeof(all.t[0]);
+  KDA_RETURN_IF_ERROR(check_disjoint(all.t[5], all.t, count));  // out (against state_pool too)
+  return check_disjoint(all.t[8], all.t, count);                // state_pool
 }
 
 }  // namespace kda

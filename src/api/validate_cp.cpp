@@ -6,6 +6,7 @@
 #include <string>
 
 #include "src/api/cp_problem.h"
+#include "src/api/memory_rules.h"
 #include "src/api/tensor_rules.h"
 
 namespace kda {
@@ -72,6 +73,9 @@ kda_status validate_transition(const kda_fwd_params* params, const kda_tensor& D
     const bool device = mode == ValidateMode::kDevice;
     KDA_RETURN_IF_ERROR(check_matrices("D", D, tp.num_transitions, pr.HV, "[N_t, HV, V, K]", device));
     KDA_RETURN_IF_ERROR(check_matrices("M", M, tp.num_transitions, pr.HV, "[N_t, HV, K, K] (N_t as D)", device));
+    // Memory rules (memory_rules.h): every matrix of D and M its own memory (strides: any mode);
+    // with data, D and M disjoint from the shard's inputs and from each other (or interleaved).
+    KDA_RETURN_IF_ERROR(check_transition_memory(*params, D, M, mode != ValidateMode::kShapesOnly));
     tp.D = D;
     tp.M = M;
   }
@@ -120,6 +124,9 @@ kda_status validate_combine(int64_t num_shards, const kda_tensor& D, const kda_t
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "D: sizes too large: N x HV = %lld x %lld (sequences x value heads) must stay below 2^27",
                       static_cast<long long>(cp.N), static_cast<long long>(cp.HV));
+  // Memory rules (memory_rules.h): every matrix of an output its own memory; outputs disjoint from
+  // the inputs and from each other (with data: for_device).
+  KDA_RETURN_IF_ERROR(check_combine_memory(D, M, initial_state, start_states, end_state, for_device));
   cp.D = D;
   cp.M = M;
   cp.initial_state = initial_state;

@@ -1,11 +1,12 @@
 // Validation of kda_decode_params. The token tensors (q, k, v, g, beta, out, A_log, dt_bias,
 // cu_seqlens) and the options go through kda_fwd's validation unchanged (a forward problem without
-// states, so the rules and messages are the same); then the state pool, the slot indices and
-// num_accepted_tokens.
+// states, so the rules and messages are the same); then the state pool, the slot indices,
+// num_accepted_tokens and the memory rules of the two written tensors, out and the pool.
 #include <cstdint>
 #include <string>
 
 #include "src/api/decode_problem.h"
+#include "src/api/memory_rules.h"
 #include "src/api/tensor_rules.h"
 
 namespace kda {
@@ -137,6 +138,9 @@ kda_status validate_decode(const kda_decode_params* p, ValidateMode mode, Decode
   KDA_RETURN_IF_ERROR(validate(&f, mode, &dp.pr));
   KDA_RETURN_IF_ERROR(check_pool(*p, mode, &dp));
   KDA_RETURN_IF_ERROR(check_indices(*p, &dp));
+  // Memory rules (memory_rules.h): out (its rows checked above, like kda_fwd's) and the pool, both
+  // written, share no byte with any other tensor of the call or with each other.
+  if (mode != ValidateMode::kShapesOnly) KDA_RETURN_IF_ERROR(check_decode_overlaps(*p));
   return make_ok();
 }
 
