@@ -11,6 +11,8 @@ set(FLASH_KDA_SOURCES
   src/launch/fwd_sm90.cu
   src/launch/plan.cpp
   src/launch/cp_sm90.cu
+  # tensor maps for TMA (host only; the driver function through the runtime's entry point)
+  src/launch/tensor_map.cpp
   # CPU reference (sees only the public header)
   reference/recurrence_f64.cpp
   reference/chunked_f32.cpp

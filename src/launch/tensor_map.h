@@ -1,0 +1,28 @@
+// Tensor maps (CUtensorMap) for the tensor copy engine (src/ptx/tma.cuh), built on the host.
+// Host only, no kernels. cuTensorMapEncodeTiled is a driver function: it is fetched through the
+// runtime (cudaGetDriverEntryPointByVersion), so the library does not link libcuda.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and its enums (types only)
+
+#include <cstdint>
+
+#include "flash_kda/flash_kda.h"
+#include "src/tile/swizzle.h"
+
+namespace kda::sm90 {
+
+// A tensor map over the row-major bf16 matrix at `base` (device memory, 16-byte aligned): `rows` x
+// `cols` elements, consecutive rows `row_stride` elements apart (>= cols; row_stride * 2 a multiple
+// of 16), read and written in boxes of box_rows x box_cols elements (each 1..256; box_cols * 2 a
+// multiple of 16 and, when swizzled, at most the swizzle's bytes) laid out in shared memory in
+// `swizzle` (src/tile/swizzle.h gives the byte offsets). Coordinates in the copies: {col, row}.
+// Out-of-range elements of a box read as zero. Errors: KDA_ERROR_INVALID_ARGUMENT naming the
+// argument; KDA_ERROR_CUDA when the driver function cannot be fetched or rejects the map.
+kda_status make_tensor_map_2d_bf16(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols,
+                                   uint64_t row_stride, uint32_t box_rows, uint32_t box_cols, tile::Swizzle swizzle);
+
+// The driver's swizzle enum for a tile swizzle.
+CUtensorMapSwizzle tensor_map_swizzle(tile::Swizzle swizzle);
+
+}  // namespace kda::sm90

@@ -1,0 +1,52 @@
+// Warpgroup-level control (SM90): register reallocation between warpgroups (setmaxnreg) and named
+// barriers (bar.sync / bar.arrive on barriers 1..15; barrier 0 is __syncthreads').
+//
+// setmaxnreg: every thread of a warpgroup executes the same setmaxnreg (.sync.aligned); the count is
+// a multiple of 8 in 24..256. dec releases registers to the CTA's pool, inc blocks until the pool
+// has enough. The kernel's launch register count (from __launch_bounds__ / maxrregcount) times its
+// threads must cover the sum after reallocation, e.g. 3 warpgroups of 128 threads with
+// __launch_bounds__(384, 1) (168 registers each): producer dec<40>, consumers inc<232>
+// (128 x (40 + 2 x 232) = 64512 <= 65536).
+//
+// Named barriers: NamedBarrier{id, threads}; threads a multiple of 32 (whole warps). sync() waits
+// until `threads` threads arrived (sync or arrive) on the barrier; arrive() counts without waiting
+// (a producer signalling consumers).
+#pragma once
+
+#include <cstdint>
+
+namespace kda::ptx {
+
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg takes a multiple of 8 in 24..256");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg takes a multiple of 8 in 24..256");
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+// Index of this thread's warpgroup, uniform across the warp (the compiler can keep it in a uniform
+// register and branch on it without divergence).
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0); }
+
+struct NamedBarrier {
+  uint32_t id;       // 1..15 (0 is __syncthreads')
+  uint32_t threads;  // participating threads, a multiple of 32
+
+  __device__ __forceinline__ void sync() const {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+  }
+  __device__ __forceinline__ void arrive() const {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+  }
+};
+
+}  // namespace kda::ptx
