@@ -19,11 +19,6 @@ DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32)
   plan.config = config;
   plan.slices = kDecodeConfigs[config - 1].slices();
   plan.ctas = units * plan.slices;
-  const int persistent = kDecodeConfigs[config - 1].persistent;
-  if (persistent > 0) {
-    const int64_t resident = static_cast<int64_t>(persistent) * (sms > 0 ? sms : 1);
-    if (plan.ctas > resident) plan.ctas = resident;
-  }
   return plan;
 }
 

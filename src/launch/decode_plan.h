@@ -21,8 +21,6 @@ struct DecodeConfig {
   int rows_per_thread;  // registers: rows a thread holds (all loads issued at once); bulk: passes
   int threads;          // per CTA
   bool bulk;            // state slice in shared memory by one bulk copy (else in registers)
-  int persistent = 0;   // > 0: a persistent grid of this many CTAs per SM looping over the slices
-                        // with the next slice's copy in flight (decode_persistent_kernel.cuh)
   constexpr int rows_per_cta() const { return threads / lanes * rows_per_thread; }
   constexpr int slices() const { return 128 / rows_per_cta(); }
 };
@@ -34,14 +32,6 @@ inline constexpr DecodeConfig kDecodeConfigs[KDA_DECODE_NUM_KERNEL_CONFIGS] = {
     {8, 2, 256, false},   // 3: 64 rows per CTA,  2 CTAs per head, 8 loads in flight per thread
     {8, 4, 128, true},    // 4: 64 rows per CTA,  2 CTAs per head, the 32 KB slice (fp32) in one bulk copy
     {8, 8, 128, true},    // 5: 128 rows per CTA, 1 CTA per head: the whole state (32 KB bf16, 64 KB fp32)
-    {8, 2, 128, true, 4},  // 6: persistent, 32-row items, 4 CTAs per SM
-    {8, 4, 128, true, 2},  // 7: persistent, 64-row items, 2 CTAs per SM
-    {8, 4, 128, true, 3},  // 8: persistent, 64-row items, 3 CTAs per SM
-    {8, 2, 128, true, 6},  // 9: persistent, 32-row items, 6 CTAs per SM
-    {8, 8, 128, true, 1},  // 10: persistent, whole-state items, 1 CTA per SM
-    {8, 2, 128, true, 2},  // 11: persistent, 32-row items, 2 CTAs per SM
-    {8, 2, 256, true, 2},  // 12: persistent, 64-row items of 256 threads, 2 CTAs per SM
-    {8, 1, 128, true, 8},  // 13: persistent, 16-row items, 8 CTAs per SM
 };
 
 // The automatic choice considers configurations 1..4 for fp32 pools and 1..5 for bf16 pools
@@ -57,7 +47,7 @@ inline constexpr int kDecodeMinCtasPerSm = 2;
 struct DecodePlan {
   int config = 1;    // 1..KDA_DECODE_NUM_KERNEL_CONFIGS
   int slices = 16;   // CTAs per (sequence, value head)
-  int64_t ctas = 0;  // grid size: units x slices (persistent: at most SMs x CTAs per SM)
+  int64_t ctas = 0;  // grid size: units x slices
 };
 
 // units = sequences x value heads; sms = streaming multiprocessors; forced_config: 0 = automatic

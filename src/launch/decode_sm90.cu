@@ -9,7 +9,6 @@
 #include "src/kernels/sm90/decode_bulk_kernel.cuh"
 #include "src/kernels/sm90/decode_check_kernel.cuh"
 #include "src/kernels/sm90/decode_kernel.cuh"
-#include "src/kernels/sm90/decode_persistent_kernel.cuh"
 #include "src/launch/decode_launch.h"
 #include "src/launch/decode_plan.h"
 
@@ -117,12 +116,7 @@ cudaError_t launch_kernel(Kernel kernel, int64_t ctas, int threads, int smem, cu
 template <int kConfig, bool kF32, GateKind kGate>
 cudaError_t launch(const DecodeParams& p, int64_t ctas, cudaStream_t stream) {
   constexpr DecodeConfig c = kDecodeConfigs[kConfig - 1];
-  if constexpr (c.persistent > 0) {
-    using L = DecodePersistentLayout<c.lanes, c.rows_per_thread, c.threads, kF32>;
-    static_assert(L::kSlices == c.slices(), "plan and kernel agree");
-    return launch_kernel(decode_persistent_kernel<c.lanes, c.rows_per_thread, c.threads, c.persistent, kF32, kGate>,
-                         ctas, c.threads, L::bytes(p.tok_cap), stream, p);
-  } else if constexpr (c.bulk) {
+  if constexpr (c.bulk) {
     using L = DecodeBulkLayout<c.lanes, c.rows_per_thread, c.threads, kF32>;
     static_assert(L::kSlices == c.slices(), "plan and kernel agree");
     return launch_kernel(decode_bulk_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
@@ -178,35 +172,8 @@ kda_status decode(const DecodeProblem& dp, kda_stream_t stream_handle) {
     case 4:
       err = launch_config<4>(p, dp.pool_f32, gate, plan.ctas, stream);
       break;
-    case 5:
-      err = launch_config<5>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 6:
-      err = launch_config<6>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 7:
-      err = launch_config<7>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 8:
-      err = launch_config<8>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 9:
-      err = launch_config<9>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 10:
-      err = launch_config<10>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 11:
-      err = launch_config<11>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 12:
-      err = launch_config<12>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
-    case 13:
-      err = launch_config<13>(p, dp.pool_f32, gate, plan.ctas, stream);
-      break;
     default:
-      err = cudaErrorInvalidValue;
+      err = launch_config<5>(p, dp.pool_f32, gate, plan.ctas, stream);
       break;
   }
   if (err != cudaSuccess) return cuda_error("decode_kernel launch", err);

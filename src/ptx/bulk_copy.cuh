@@ -22,8 +22,4 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
   cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, bar);
 }
 
-// Orders this thread's earlier generic-proxy accesses of shared memory before later async-proxy
-// (bulk copy) accesses: issued before a copy overwrites a buffer that threads read (a reused stage).
-__device__ __forceinline__ void fence_proxy_async_shared() { cuda::ptx::fence_proxy_async(cuda::ptx::space_shared); }
-
 }  // namespace kda::ptx
