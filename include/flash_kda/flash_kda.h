@@ -227,7 +227,7 @@ const char* kda_build_architectures(void);
  */
 
 /* Kernel configurations kda_decode_params.kernel_config can force (1..KDA_DECODE_NUM_KERNEL_CONFIGS). */
-#define KDA_DECODE_NUM_KERNEL_CONFIGS 5
+#define KDA_DECODE_NUM_KERNEL_CONFIGS 7
 
 typedef struct kda_decode_params {
   uint32_t struct_size; /* sizeof(kda_decode_params); kda_decode_params_init sets it */
