@@ -12,7 +12,7 @@
 // JSON object per (case, configuration) (--json PATH) for scripts/make_benchmark_md.py.
 //
 // Usage: flash_kda_bench_decode --cases cases.json [--json out.json] [--iters 50] [--graph-calls 20]
-//        [--filter NAME[,NAME...]] [--configs 0,1,2,3,4,5]
+//        [--filter NAME[,NAME...]] [--configs 0,1,2,3,4,5,6,7]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -281,7 +281,7 @@ bool matches(const std::string& filter, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string cases_path, json_path, filter, configs_arg = "0,1,2,3,4,5";
+  std::string cases_path, json_path, filter, configs_arg = "0,1,2,3,4,5,6,7";
   int iters = 50, graph_calls = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--graph-calls 20] "
-                   "[--filter NAME[,NAME...]] [--configs 0,1,2,3,4,5]\n",
+                   "[--filter NAME[,NAME...]] [--configs 0,1,2,3,4,5,6,7]\n",
                    argv[0]);
       return 2;
     }

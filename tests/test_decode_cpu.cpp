@@ -372,23 +372,38 @@ TEST(DecodePlan, ConfigurationsAndAutomaticChoice) {
     const sm90::DecodeConfig& k = sm90::kDecodeConfigs[c - 1];
     EXPECT_EQ(128 % k.rows_per_cta(), 0) << c;
     EXPECT_TRUE(k.lanes == 8 || k.lanes == 16) << c;
-    const sm90::DecodePlan p = sm90::plan_decode(10, 132, c, true);
-    EXPECT_EQ(p.config, c);
-    EXPECT_EQ(p.ctas, 10 * k.slices());
+    EXPECT_EQ(k.threads % 32, 0) << c;
+    for (bool single : {false, true}) {
+      const sm90::DecodePlan p = sm90::plan_decode(10, 132, c, true, single);
+      EXPECT_EQ(p.config, c);  // a forced configuration is kept
+      EXPECT_EQ(p.ctas, 10 * k.slices());
+    }
   }
-  // The benchmark's decode cases on a 132-SM H200: few heads -> 16 small CTAs per head (latency);
-  // from 132 heads on -> the bulk-copy configurations.
-  for (bool f32 : {true, false}) {
-    EXPECT_EQ(sm90::plan_decode(8, 132, 0, f32).config, 1);  // B1 H8
-    EXPECT_EQ(sm90::plan_decode(8, 132, 0, f32).ctas, 128);
-    EXPECT_EQ(sm90::plan_decode(256, 132, 0, f32).config, 4);  // B32 H8: 1.9 CTAs per SM with 5
-    EXPECT_EQ(sm90::plan_decode(0, 132, 0, f32).ctas, 0);
-  }
-  // From 264 heads on: fp32 pools keep two 32 KB halves per head, bf16 pools one 32 KB CTA per head.
-  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true).config, 4);  // B256 H8
-  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, true).config, 4);
-  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false).config, 5);
-  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false).config, 5);
+  // The benchmark's cases on a 132-SM H200: few heads -> 16 small CTAs per head (latency); from 132
+  // heads on -> the bulk-copy configurations (verify blocks: 4, 5; decode: their 2-warp splits 6, 7).
+  for (bool f32 : {true, false})
+    for (bool single : {false, true}) {
+      EXPECT_EQ(sm90::plan_decode(8, 132, 0, f32, single).config, 1);  // B1 H8
+      EXPECT_EQ(sm90::plan_decode(8, 132, 0, f32, single).ctas, 128);
+      EXPECT_EQ(sm90::plan_decode(32, 132, 0, f32, single).config, 1);  // 512 CTAs of 8 rows
+      EXPECT_EQ(sm90::plan_decode(0, 132, 0, f32, single).ctas, 0);
+    }
+  EXPECT_EQ(sm90::plan_decode(256, 132, 0, true, false).config, 4);  // verify B32 H8: 1.9 CTAs per SM with 5
+  EXPECT_EQ(sm90::plan_decode(256, 132, 0, false, false).config, 4);
+  EXPECT_EQ(sm90::plan_decode(256, 132, 0, true, true).config, 6);  // decode B32 H8
+  EXPECT_EQ(sm90::plan_decode(256, 132, 0, true, true).ctas, 1024);
+  EXPECT_EQ(sm90::plan_decode(256, 132, 0, false, true).config, 6);
+  EXPECT_EQ(sm90::plan_decode(100, 132, 0, true, true).config, 2);  // < 132 heads: as before
+  // From 264 heads on: fp32 pools keep two 32 KB halves per head (decode: four 16 KB quarters),
+  // bf16 pools one 32 KB CTA per head (decode: two 16 KB halves).
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true, false).config, 4);  // verify B256 H8
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true, true).config, 6);   // decode B256 H8
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, true, true).config, 6);
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false, false).config, 5);
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, false).config, 5);
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false, true).config, 7);
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, true).config, 7);
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, true).ctas, 24576);
 }
 
 }  // namespace

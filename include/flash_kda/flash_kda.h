@@ -231,7 +231,7 @@ const char* kda_build_architectures(void);
  */
 
 /* Kernel configurations kda_decode_params.kernel_config can force (1..KDA_DECODE_NUM_KERNEL_CONFIGS). */
-#define KDA_DECODE_NUM_KERNEL_CONFIGS 5
+#define KDA_DECODE_NUM_KERNEL_CONFIGS 7
 
 typedef struct kda_decode_params {
   uint32_t struct_size; /* sizeof(kda_decode_params); kda_decode_params_init sets it */
@@ -247,8 +247,9 @@ typedef struct kda_decode_params {
   kda_gate gate;
   int32_t beta_sigmoid, qk_l2norm, allow_neg_eigval; /* as kda_fwd_params */
   int32_t check_indices; /* opt-in device check of state_indices, num_accepted_tokens, cu_seqlens */
-  /* 0: the kernel configuration is chosen from N x HV and the GPU; 1..KDA_DECODE_NUM_KERNEL_CONFIGS
-     forces one (benchmarking; every configuration gives bitwise-identical results). */
+  /* 0: the kernel configuration is chosen from N x HV, the tokens per sequence and the GPU;
+     1..KDA_DECODE_NUM_KERNEL_CONFIGS forces one (benchmarking; every configuration gives
+     bitwise-identical results). */
   int32_t kernel_config;
 } kda_decode_params;
 

@@ -3,7 +3,7 @@
 
 namespace kda::sm90 {
 
-DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32) {
+DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32, bool single_token) {
   int config = forced_config;
   if (config < 1 || config > KDA_DECODE_NUM_KERNEL_CONFIGS) {
     config = 1;
@@ -14,6 +14,8 @@ DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32)
         break;
       }
     }
+    if (single_token && config == 4) config = 6;
+    if (single_token && config == 5) config = 7;
   }
   DecodePlan plan;
   plan.config = config;

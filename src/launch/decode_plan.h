@@ -32,11 +32,16 @@ inline constexpr DecodeConfig kDecodeConfigs[KDA_DECODE_NUM_KERNEL_CONFIGS] = {
     {8, 2, 256, false},   // 3: 64 rows per CTA,  2 CTAs per head, 8 loads in flight per thread
     {8, 4, 128, true},    // 4: 64 rows per CTA,  2 CTAs per head, the 32 KB slice (fp32) in one bulk copy
     {8, 8, 128, true},    // 5: 128 rows per CTA, 1 CTA per head: the whole state (32 KB bf16, 64 KB fp32)
+    {8, 4, 64, true},     // 6: 32 rows per CTA, 4 CTAs per head, 2 warps: decode's split of configuration 4
+    {8, 8, 64, true},     // 7: 64 rows per CTA, 2 CTAs per head, 2 warps: decode's split of configuration 5
 };
 
 // The automatic choice considers configurations 1..4 for fp32 pools and 1..5 for bf16 pools
 // (measured on the H200, docs/performance_notes.md: a whole bf16 state per CTA, 32 KB in one bulk
 // copy, streams the pool 10-13% faster than two 16 KB halves; for fp32 the 64 KB CTA is no faster).
+// Decode (one token per sequence) then takes the 64-thread split of the chosen bulk configuration:
+// configuration 4 -> 6 and 5 -> 7, half the rows per CTA and twice the CTAs (measured: 0.5-2%
+// faster for decode on every case from 256 heads, slower for verify blocks of 4 tokens).
 inline constexpr int kDecodeAutoConfigsF32 = 4;
 inline constexpr int kDecodeAutoConfigsBf16 = 5;
 
@@ -51,9 +56,10 @@ struct DecodePlan {
 };
 
 // units = sequences x value heads; sms = streaming multiprocessors; forced_config: 0 = automatic
-// (the highest-numbered configuration allowed for the pool's dtype, i.e. the fewest and longest-lived
-// CTAs, that still gives >= kDecodeMinCtasPerSm CTAs per SM; configuration 1 when none does), else
-// that configuration.
-DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32);
+// (the highest-numbered configuration of 1..kDecodeAutoConfigs* for the pool's dtype, i.e. the fewest
+// and longest-lived CTAs, that still gives >= kDecodeMinCtasPerSm CTAs per SM; configuration 1 when
+// none does; with single_token (every prepared block is one token: decode), bulk configurations 4
+// and 5 become 6 and 7), else that configuration.
+DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32, bool single_token);
 
 }  // namespace kda::sm90

@@ -150,7 +150,8 @@ cudaError_t launch_config(const DecodeParams& p, bool f32, kda_gate gate, int64_
 kda_status decode(const DecodeProblem& dp, kda_stream_t stream_handle) {
   const int64_t units = dp.pr.N * dp.pr.HV;
   if (units == 0) return make_ok();
-  const DecodePlan plan = plan_decode(units, sm_count(), dp.params->kernel_config, dp.pool_f32);
+  const DecodePlan plan =
+      plan_decode(units, sm_count(), dp.params->kernel_config, dp.pool_f32, token_capacity(dp.pr) == 1);
   if (plan.ctas > 0x7fffffff)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "q: N x HV = %lld (sequences x value heads) is too large for one grid",
@@ -172,8 +173,17 @@ kda_status decode(const DecodeProblem& dp, kda_stream_t stream_handle) {
     case 4:
       err = launch_config<4>(p, dp.pool_f32, gate, plan.ctas, stream);
       break;
-    default:
+    case 5:
       err = launch_config<5>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    case 6:
+      err = launch_config<6>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    case 7:
+      err = launch_config<7>(p, dp.pool_f32, gate, plan.ctas, stream);
+      break;
+    default:
+      err = cudaErrorInvalidValue;
       break;
   }
   if (err != cudaSuccess) return cuda_error("decode_kernel launch", err);
