@@ -104,6 +104,7 @@ stage_sanitizer() {
   all="$all:GpuDecode.*"  # every decode test: both kernels, every configuration, the content check
   all="$all:GpuNumerics.*:GpuMemory.InPlaceStateUpdateEqualsOutOfPlace"
   all="$all:GpuTransition.LastSequencesOnlyAndVarlen:GpuTransition.BoundedTailIsTheLastChunks"
+  all="$all:Wgmma.*:Tma.*:Tile.*"  # the tile layer's PTX (wgmma, TMA, setmaxnreg, named barriers)
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$golden
