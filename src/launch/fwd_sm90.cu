@@ -14,6 +14,7 @@
 
 #include "src/kernels/sm90/chunk_prep_kernel.cuh"
 #include "src/kernels/sm90/chunk_recurrence_kernel.cuh"
+#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"
 #include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
 #include "src/launch/checked_math.h"
@@ -51,6 +52,10 @@ constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
 #define FLASH_KDA_FULL_GRID_CTAS_PER_SM 1
 #endif
 constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
+// Slices of 128 or 64 value rows (vsplit 1, 2) on the wgmma recurrence (1) or the mma.sync one (0).
+#ifndef FLASH_KDA_WGMMA_RECURRENCE
+#define FLASH_KDA_WGMMA_RECURRENCE 0
+#endif
 
 int64_t num_vchunks(const Problem& pr) {
   return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
@@ -138,6 +143,18 @@ kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStrea
       "chunk_recurrence_kernel", grid, Layout::kThreads, static_cast<int>(Layout::kBytes), stream, dependent, rp);
 }
 
+template <int kWG>
+kda_status launch_recurrence_wgmma(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
+  using L = WgmmaRecurrenceLayout<kWG>;
+  const dim3 grid(static_cast<unsigned>(ctas));
+  const int smem = static_cast<int>(tile::smem_bytes<typename L::Storage>());
+  if (rp.method == SplitMethod::kWarmup)
+    return launch_with_smem<chunk_recurrence_wgmma_kernel<kWG, true>>("chunk_recurrence_wgmma_kernel", grid,
+                                                                      L::kThreads, smem, stream, dependent, rp);
+  return launch_with_smem<chunk_recurrence_wgmma_kernel<kWG, false>>("chunk_recurrence_wgmma_kernel", grid,
+                                                                     L::kThreads, smem, stream, dependent, rp);
+}
+
 }  // namespace
 
 // The recurrence plan (plan.h) for this problem on the current device. Slices of the 128 value rows
@@ -179,6 +196,10 @@ namespace {
 // ours (the caller's kernels may still be writing the inputs the prologue reads).
 kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   constexpr int kCs = kColumnSplit;
+  if constexpr (FLASH_KDA_WGMMA_RECURRENCE != 0) {
+    if (rp.vsplit == 1) return launch_recurrence_wgmma<2>(rp, ctas, stream, dependent);
+    if (rp.vsplit == 2) return launch_recurrence_wgmma<1>(rp, ctas, stream, dependent);
+  }
   switch (rp.vsplit) {
     case 1:
       return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream, dependent);

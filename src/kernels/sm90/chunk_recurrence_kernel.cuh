@@ -42,6 +42,7 @@
 #include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
 #include "src/ptx/cp_async.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
@@ -58,6 +59,12 @@
 namespace kda::sm90 {
 
 inline constexpr bool kSplitU = FLASH_KDA_SPLIT_U != 0;
+
+// The record of each chunk by one bulk copy (1) or by 16-byte cp.async pieces (0).
+#ifndef FLASH_KDA_RECORD_BULK
+#define FLASH_KDA_RECORD_BULK 0
+#endif
+inline constexpr bool kRecordBulk = FLASH_KDA_RECORD_BULK != 0;
 
 template <int kRowGroups, int kColSplit, int kCtasPerSm = 1>
 struct RecurrenceLayout {
@@ -204,7 +211,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
       // full: one cp.async arrival per producer lane; empty: one arrival per consumer warp.
-      ptx::mbar_init(&full[s], 32);
+      ptx::mbar_init(&full[s], kRecordBulk ? 33 : 32);
       ptx::mbar_init(&empty[s], kWarps);
     }
     ptx::fence_barrier_init();
@@ -229,35 +236,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
                                                   (warp % kColSplit) * Layout::kTiles, lane);
   }
   if constexpr (kWarm) {
-    bool fallback = false;
-    ptx::wait_primary();
-    const int64_t unit = blockIdx.x % p.units;
-    if (p.pass == RecurrencePass::kFirst || p.pass == RecurrencePass::kTransition) {
-      // Pass 1: thread t decides piece t's warm-up (t >= 1). Transition pass: thread 0 decides the
-      // unit's tail, the last w chunks (the "piece" starting after its last chunk).
-      const bool tail = p.pass == RecurrencePass::kTransition;
-      bool ok = true;
-      const int t = threadIdx.x;
-      if (tail ? t == 0 : (t >= 1 && t < p.pieces)) {
-        const SequenceSpan sp = sequence_span(p.seq, p.seq_offset + static_cast<int32_t>(unit / p.HV));
-        const int32_t nchunks = ceil_div(sp.len, 16);
-        const int32_t c0 = tail ? nchunks : min(t * ceil_div(nchunks, p.pieces), nchunks);
-        int32_t w = 0;
-        if (p.forced_warmup > 0) {
-          w = min(p.forced_warmup, c0);
-        } else {
-          const float* bounds = p.chunk_bounds + static_cast<int64_t>(unit % p.HV) * p.seq.num_vchunks + sp.vbase;
-          ok = warmup_chunks<kWarmupCap>(bounds, c0, kWarmupLog2Bound, &w);
-        }
-        warm[t] = w;
-      }
-      fallback = __syncthreads_and(ok) == 0;
-      if (threadIdx.x == 0 && blockIdx.x < p.units) p.unit_fallback[unit] = fallback ? 1 : 0;
-    } else {
-      fallback = p.unit_fallback[unit] != 0;
-      __syncthreads();
-    }
-    task = recurrence_task(p, blockIdx.x, fallback, warm);
+    task = warm_recurrence_task(p, warm);
   } else {
     __syncthreads();
   }
@@ -288,7 +267,14 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       unsigned char* stage = smem + s * Layout::kStageBytes;
       if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
       const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
-      for (int k = lane; k < kRecordPieces; k += 32) ptx::cp_async_16_zfill(stage + 16 * k, rec + 16 * k, true);
+      if constexpr (kRecordBulk) {
+        if (lane == 0) {  // one request to the copy engine for the whole record
+          ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes);
+          ptx::bulk_copy_g2s(stage, rec, ChunkRecord::kBytes, &full[s]);
+        }
+      } else {
+        for (int k = lane; k < kRecordPieces; k += 32) ptx::cp_async_16_zfill(stage + 16 * k, rec + 16 * k, true);
+      }
       if (!transition) {  // a transition runs on zero values: it never reads the value stage
 #pragma unroll
         for (int k = lane; k < kValuePieces; k += 32) {

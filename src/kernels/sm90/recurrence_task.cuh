@@ -29,6 +29,7 @@
 
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/ptx/grid_dependency.cuh"
 
 namespace kda::sm90 {
 
@@ -188,6 +189,42 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   t.c_start = t.c_out = min(segment * per, nchunks);
   t.c_end = min(t.c_start + per, nchunks);
   return t;
+}
+
+// The task of a CTA of a bounded warm-up plan (kWarm kernels), decided on the device: waits for the
+// previous kernel (the preparation's chunk bounds; in pass 2 the fallback flags), then, in pass 1
+// and the transition pass, thread t decides piece t's warm-up (t >= 1; transition pass: thread 0,
+// the unit's tail, the last w chunks) into warm[] (shared, kMaxContextSegments entries) and the
+// unit's fallback (written to p.unit_fallback by the unit's first CTA). Every thread of the CTA
+// must call it (block-wide barriers); every CTA of the unit computes the same warm-up lengths.
+__device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceParams& p, int32_t* warm) {
+  bool fallback = false;
+  ptx::wait_primary();
+  const int64_t unit = blockIdx.x % p.units;
+  if (p.pass == RecurrencePass::kFirst || p.pass == RecurrencePass::kTransition) {
+    const bool tail = p.pass == RecurrencePass::kTransition;
+    bool ok = true;
+    const int t = threadIdx.x;
+    if (tail ? t == 0 : (t >= 1 && t < p.pieces)) {
+      const SequenceSpan sp = sequence_span(p.seq, p.seq_offset + static_cast<int32_t>(unit / p.HV));
+      const int32_t nchunks = ceil_div(sp.len, 16);
+      const int32_t c0 = tail ? nchunks : min(t * ceil_div(nchunks, p.pieces), nchunks);
+      int32_t w = 0;
+      if (p.forced_warmup > 0) {
+        w = min(p.forced_warmup, c0);
+      } else {
+        const float* bounds = p.chunk_bounds + static_cast<int64_t>(unit % p.HV) * p.seq.num_vchunks + sp.vbase;
+        ok = warmup_chunks<kWarmupCap>(bounds, c0, kWarmupLog2Bound, &w);
+      }
+      warm[t] = w;
+    }
+    fallback = __syncthreads_and(ok) == 0;
+    if (threadIdx.x == 0 && blockIdx.x < p.units) p.unit_fallback[unit] = fallback ? 1 : 0;
+  } else {
+    fallback = p.unit_fallback[unit] != 0;
+    __syncthreads();
+  }
+  return recurrence_task(p, blockIdx.x, fallback, warm);
 }
 
 }  // namespace kda::sm90

@@ -1,0 +1,322 @@
+// chunk_recurrence_wgmma_kernel: the recurrence of chunk_recurrence_kernel.cuh on warpgroup MMA
+// (wgmma), for slices of 64 or 128 value rows (vsplit 2 or 1). Same tasks (recurrence_task.cuh),
+// same record (chunk_record.cuh), same results up to float rounding; the state of each 64 value
+// rows lives in the fp32 accumulators of one warpgroup (tile::Acc<128>, 64 registers per thread).
+//
+// Per chunk and warpgroup (docs/design.md §6; benchmarks/bench_wgmma_step.cu measures this chain):
+//   [X | Oin] = bf16(S)·[Wd; Qp]ᵀ    8 k-steps of m64n32k16, S as register A from its accumulator
+//   [U0 | O0] = Vᵀ·[Tb; P]ᵀ          two m64n32k16 (Tb, P as their hi and lo parts), shared memory
+//   S ← S·Diag(Γ) (registers, while the products run), then U = U0 − X, O = O0 + Oin,
+//   S += bf16(U)·Kr                   one m64n128k16, U as register A
+// The state operand is one bf16 (no hi/lo pair: +3% out error, the state unchanged, per the
+// rounding emulation, docs/performance_notes.md "Where precision matters").
+//
+// Block: kWG consumer warpgroups (warps 4w..4w+3 own value rows slice·64·kWG + 64w + [0, 64)) and
+// one producer warp. The producer copies each chunk's record into a ring stage by cp.async, 16
+// bytes per lane and step, placing every piece where wgmma reads it: the record's [16][128]
+// operands (256-byte rows whose 16-byte chunks are XORed with row % 8) become 128B-swizzled column
+// panels ([panel][row][128 B], the same XOR), Wd and Qp one 32-row tile, Tb and P (hi, lo) two
+// 32-row 32B-swizzled tiles; the values of each warpgroup's rows a [16 tokens][64 rows] 128B-
+// swizzled tile (the MN-major A operand Vᵀ). Barriers as in chunk_recurrence_kernel: full[stage]
+// (one cp.async arrival per producer lane), empty[stage] (one arrival per consumer warp, after its
+// warpgroup's products have read the stage: wgmma.wait_group 0).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/recurrence_task.cuh"
+#include "src/kernels/sm90/sequence_map.cuh"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/cp_async.cuh"
+#include "src/ptx/grid_dependency.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/mma.cuh"
+#include "src/ptx/tma.cuh"  // fence_proxy_async_shared
+#include "src/ptx/wgmma.cuh"
+#include "src/tile/fragments.cuh"
+#include "src/tile/operand.h"
+#include "src/tile/smem_layout.h"
+#include "src/tile/swizzle.h"
+
+namespace kda::sm90 {
+
+template <int kWG>
+struct WgmmaRecurrenceLayout {
+  using WqTile = tile::SwizzledTile<tile::Swizzle::k128B, 32, 128>;  // [Wd; Qp]: K-major B, N = 32
+  using KrTile = tile::SwizzledTile<tile::Swizzle::k128B, 16, 128>;  // Kr: MN-major B, K = 16 tokens
+  using TpTile = tile::SwizzledTile<tile::Swizzle::k32B, 32, 16>;    // [Tb; P] (hi or lo): K-major B
+  using VtTile = tile::SwizzledTile<tile::Swizzle::k128B, 16, 64>;   // values: MN-major A (Vᵀ)
+  struct Stage {
+    tile::TileBuffer<WqTile> wq;
+    tile::TileBuffer<KrTile> kr;
+    tile::TileBuffer<VtTile> vt[kWG];
+    tile::TileBuffer<TpTile> tp_hi, tp_lo;
+    float gamma[128];
+  };
+  static constexpr int kStageBytes = static_cast<int>(sizeof(Stage));
+  static constexpr int kStages = (200 * 1024) / kStageBytes < 12 ? (200 * 1024) / kStageBytes : 12;
+  struct Storage {
+    Stage stage[kStages];
+    alignas(16) unsigned char out[4 * kWG][512];  // per consumer warp: a 16x16 bf16 output tile
+    alignas(8) uint64_t full[kStages];
+    uint64_t empty[kStages];
+  };
+  static constexpr int kRows = 64 * kWG;
+  static constexpr int kThreads = 128 * kWG + 32;
+  static constexpr int kConsumerWarps = 4 * kWG;
+  static_assert(kStages >= 3, "at least three stages");
+};
+
+namespace wgmma_recurrence_detail {
+
+// Where record piece k (bytes [16k, 16k + 16) of the record) goes in a stage.
+template <class L>
+__device__ __forceinline__ uint32_t stage_offset_of_piece(int k) {
+  using Stage = typename L::Stage;
+  const uint32_t off = 16u * static_cast<uint32_t>(k);
+  if (off < ChunkRecord::kKrOffset) {  // Wd (rows 0..15) or Qp (rows 16..31) of the [Wd; Qp] tile
+    const uint32_t which = off >> 12, r = (off >> 8) & 15, c = (off >> 4) & 15;  // c: the stored chunk
+    return static_cast<uint32_t>(offsetof(Stage, wq)) + (c >> 3) * L::WqTile::kPanelBytes + (which * 16 + r) * 128 +
+           (c & 7) * 16;
+  }
+  if (off < ChunkRecord::kGammaOffset) {
+    const uint32_t r = ((off - ChunkRecord::kKrOffset) >> 8) & 15, c = (off >> 4) & 15;
+    return static_cast<uint32_t>(offsetof(Stage, kr)) + (c >> 3) * L::KrTile::kPanelBytes + r * 128 + (c & 7) * 16;
+  }
+  if (off < ChunkRecord::kTbHiOffset) return static_cast<uint32_t>(offsetof(Stage, gamma)) + (off - ChunkRecord::kGammaOffset);
+  const uint32_t idx = (off - ChunkRecord::kTbHiOffset) >> 9, within = (off - ChunkRecord::kTbHiOffset) & 511;
+  // idx: 0 Tb hi, 1 Tb lo, 2 P hi, 3 P lo. The small layout's 32-byte rows with chunk ^ ((row / 4) % 2)
+  // are the 32B swizzle; P's rows go below Tb's (rows 16..31, the same XOR).
+  const uint32_t base = (idx & 1) ? static_cast<uint32_t>(offsetof(Stage, tp_lo)) : static_cast<uint32_t>(offsetof(Stage, tp_hi));
+  return base + (idx >> 1) * 512 + within;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+}  // namespace wgmma_recurrence_detail
+
+template <int kWG, bool kWarm = false>
+__global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
+    chunk_recurrence_wgmma_kernel(RecurrenceParams p) {
+  using L = WgmmaRecurrenceLayout<kWG>;
+  using Storage = typename L::Storage;
+  using S_t = tile::Acc<128>;
+  using XO_t = tile::Acc<32>;
+  using namespace wgmma_recurrence_detail;
+  extern __shared__ unsigned char smem_raw[];
+  Storage& st = *tile::smem_storage<Storage>(smem_raw);
+  uint64_t* full = st.full;
+  uint64_t* empty = st.empty;
+
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int wg = warp >> 2;            // consumer warpgroup (kWG: the producer)
+  const int t = threadIdx.x & 127;     // thread within the warpgroup
+  ptx::launch_dependents();
+  RecurrenceTask task;
+  if constexpr (!kWarm) task = recurrence_task(p, blockIdx.x, false, nullptr);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < L::kStages; ++s) {
+      ptx::mbar_init(&full[s], 32);
+      ptx::mbar_init(&empty[s], L::kConsumerWarps);
+    }
+    ptx::fence_barrier_init();
+  }
+  __shared__ int32_t warm[kWarm ? kMaxContextSegments : 1];
+  S_t S;
+  auto load_state = [&](const void* base, bool is_f32, int rows0) {
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = static_cast<int64_t>(rows0 + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      if (base == nullptr) {
+        S.v[i] = S.v[i + 1] = 0.0f;
+      } else if (is_f32) {
+        const float2 x = *reinterpret_cast<const float2*>(static_cast<const float*>(base) + idx);
+        S.v[i] = x.x;
+        S.v[i + 1] = x.y;
+      } else {
+        const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(base) + idx);
+        S.v[i] = __low2float(x);
+        S.v[i + 1] = __high2float(x);
+      }
+    }
+  };
+  const bool preloaded = kWarm && p.pass == RecurrencePass::kFirst &&
+                         blockIdx.x < static_cast<int64_t>(p.units) * p.vsplit && wg < kWG;
+  if (preloaded) {
+    const int64_t unit = blockIdx.x % p.units;
+    const int slice = static_cast<int>(blockIdx.x / p.units);
+    const void* init = p.initial_state == nullptr ? nullptr
+                                                  : static_cast<const unsigned char*>(p.initial_state) +
+                                                        unit * 128 * 128 * (p.initial_is_f32 ? 4 : 2);
+    load_state(init, p.initial_is_f32 != 0, slice * L::kRows + 64 * wg);
+  }
+  if constexpr (kWarm) {
+    task = warm_recurrence_task(p, warm);
+  } else {
+    __syncthreads();
+  }
+  if (task.idle) return;
+  const int hv = task.hv;
+  const SequenceSpan& span = task.span;
+  const int c_start = task.c_start, c_out = task.c_out, steps = task.c_end - task.c_start;
+  const bool transition = task.transition, write_out = task.write_out;
+  const int row0 = task.slice * L::kRows;  // first value row of this CTA
+
+  const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
+
+  if (wg == kWG) {
+    if (warp != 4 * kWG) return;
+    // ---- Producer warp ---------------------------------------------------------------------------
+    constexpr int kRecordPieces = ChunkRecord::kBytes / 16;
+    constexpr int kPiecesPerLane = kRecordPieces / 32;
+    constexpr int kValuePieces = kWG * 16 * 8;  // per warpgroup: 16 tokens x 8 pieces of 8 rows
+    static_assert(kRecordPieces % 32 == 0 && kValuePieces % 32 == 0, "whole warp steps");
+    // Where this lane's record pieces go: the same for every chunk, so computed once (a per-piece
+    // computation in the copy loop made the producer issue-bound).
+    uint32_t dst[kPiecesPerLane];
+#pragma unroll
+    for (int j = 0; j < kPiecesPerLane; ++j) dst[j] = stage_offset_of_piece<L>(lane + 32 * j);
+    ptx::wait_primary();
+    for (int i = 0; i < steps; ++i) {
+      const int c = c_start + i;
+      const int s = i % L::kStages;
+      const int use = i / L::kStages;
+      const int Lc = min(16, span.len - c * 16);
+      unsigned char* stage = reinterpret_cast<unsigned char*>(&st.stage[s]);
+      if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
+      const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
+#pragma unroll
+      for (int j = 0; j < kPiecesPerLane; ++j) ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * (lane + 32 * j), true);
+      if (!transition) {
+#pragma unroll
+        for (int k = lane; k < kValuePieces; k += 32) {
+          const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
+          const bool valid = j < Lc;
+          const int64_t tok = span.t0 + c * 16 + (valid ? j : 0);
+          const uint16_t* src = p.v + span.batch * p.v_st.b + tok * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
+          unsigned char* dst = reinterpret_cast<unsigned char*>(st.stage[s].vt[w].bytes) + L::VtTile::offset(j, 8 * q);
+          ptx::cp_async_16_zfill(dst, src, valid);
+        }
+      }
+      ptx::cp_async_arrive_noinc(&full[s]);
+    }
+    return;
+  }
+
+  // ---- Consumer warpgroups -------------------------------------------------------------------------
+  const int rows0 = row0 + 64 * wg;  // first value row of this warpgroup
+  if (preloaded) {
+  } else if (p.pass != RecurrencePass::kSecond) {
+    if (transition) {
+#pragma unroll
+      for (int i = 0; i < S_t::kCount; ++i) S.v[i] = (rows0 + S_t::row(t, i) == S_t::col(t, i)) ? 1.0f : 0.0f;
+    } else {
+      load_state(task.init, task.init_f32, rows0);
+    }
+    ptx::wait_primary();
+  } else {
+    ptx::wait_primary();
+    load_state(task.init, task.init_f32, rows0);
+  }
+  unsigned char* out_tile = st.out[warp];
+  const int wi = warp & 3;  // warp within the warpgroup: rows 16 wi .. of the warpgroup's 64
+
+  auto step = [&](int i, bool out_step) {
+    const int c = c_start + i;
+    const int s = i % L::kStages;
+    const int Lc = min(16, span.len - c * 16);
+    auto& stg = st.stage[s];
+    ptx::mbar_wait(&full[s], (i / L::kStages) & 1);
+    // The stage was written by cp.async (generic proxy); wgmma reads it through the async proxy.
+    ptx::fence_proxy_async_shared();
+    const uint32_t wq_addr = smem_addr(stg.wq.bytes);
+    uint32_t sa[8][4];
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
+    XO_t xo, uo;
+    if (transition) uo.fill(0.0f);
+    uo.fence_operand();
+    xo.fence_operand();
+    ptx::wgmma_fence();
+    if (!transition) {
+      const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem_addr(stg.vt[wg].bytes));
+      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_lo.bytes)), false);
+      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_hi.bytes)), true);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
+    ptx::wgmma_commit_group();
+    // S·Diag(Γ) while the products run (their copy of S is already taken).
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float2 gm = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
+      S.v[4 * j] *= gm.x;
+      S.v[4 * j + 1] *= gm.y;
+      S.v[4 * j + 2] *= gm.x;
+      S.v[4 * j + 3] *= gm.y;
+    }
+    ptx::wgmma_wait_group<0>();
+    uo.fence_operand();
+    xo.fence_operand();
+#pragma unroll
+    for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
+    uint32_t ua[4];
+    uo.to_a(0, ua);
+    S.fence_operand();
+    ptx::wgmma_fence();
+    S.mma_rs<1>(ua, tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes)), true);
+    ptx::wgmma_commit_group();
+    if (out_step) {
+      // O = O0 + Oin: columns 16..31 (n-blocks 2, 3), this warp's 16 rows as two m16n8 C fragments.
+      float o[2][4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[0][e] = uo.v[8 + e] + xo.v[8 + e];
+        o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+      }
+      const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
+                             ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
+      const int m = lane >> 3, rr = lane & 7;
+      ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
+      __syncwarp();
+      const int tok = lane >> 1, h = lane & 1;
+      if (tok < Lc) {
+        const int64_t tt = span.t0 + c * 16 + tok;
+        uint16_t* dst = p.out + span.batch * p.out_st.b + tt * p.out_st.t + hv * p.out_st.h + rows0 + 16 * wi + 8 * h;
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
+      }
+    }
+    ptx::wgmma_wait_group<0>();
+    S.fence_operand();
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(&empty[s]);
+  };
+  if constexpr (kWarm) {
+    const int warm_steps = c_out - c_start;
+    for (int i = 0; i < warm_steps; ++i) step(i, false);
+    for (int i = warm_steps; i < steps; ++i) step(i, write_out);
+  } else {
+    for (int i = 0; i < steps; ++i) step(i, write_out);
+  }
+
+  if (task.fin != nullptr) {
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = static_cast<int64_t>(rows0 + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      if (task.fin_f32)
+        *reinterpret_cast<float2*>(static_cast<float*>(task.fin) + idx) = make_float2(S.v[i], S.v[i + 1]);
+      else
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(task.fin) + idx) =
+            __floats2bfloat162_rn(S.v[i], S.v[i + 1]);
+    }
+  }
+}
+
+}  // namespace kda::sm90
