@@ -18,6 +18,13 @@
 
 #include <cstdint>
 
+// Host and device (the layout functions are also checked by host tests).
+#if defined(__CUDACC__)
+#define KDA_RECORD_HD __host__ __device__
+#else
+#define KDA_RECORD_HD
+#endif
+
 namespace kda::sm90 {
 
 struct ChunkRecord {
@@ -34,18 +41,18 @@ struct ChunkRecord {
   static constexpr uint32_t kBytes = 14848;
 
   // Element index (in bf16 units) of (row, col) in a [16][128] operand (Wd, Qp, Kr).
-  __host__ __device__ static constexpr uint32_t wide_index(int row, int col) {
+  KDA_RECORD_HD static constexpr uint32_t wide_index(int row, int col) {
     return static_cast<uint32_t>(row * kDim + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7));
   }
   // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a [16][128] operand.
-  __host__ __device__ static constexpr uint32_t wide_chunk_byte(int row, int chunk) {
+  KDA_RECORD_HD static constexpr uint32_t wide_chunk_byte(int row, int chunk) {
     return static_cast<uint32_t>(row * kDim * 2 + ((chunk ^ (row & 7)) << 4));
   }
   // Element index of (row, col) in a [16][16] operand (Tb, P halves).
-  __host__ __device__ static constexpr uint32_t small_index(int row, int col) {
+  KDA_RECORD_HD static constexpr uint32_t small_index(int row, int col) {
     return static_cast<uint32_t>(row * 16 + ((((col >> 3) ^ ((row >> 2) & 1))) << 3) + (col & 7));
   }
-  __host__ __device__ static constexpr uint32_t small_chunk_byte(int row, int chunk) {
+  KDA_RECORD_HD static constexpr uint32_t small_chunk_byte(int row, int chunk) {
     return static_cast<uint32_t>(row * 32 + ((chunk ^ ((row >> 2) & 1)) << 4));
   }
 };

@@ -31,6 +31,7 @@
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/cp_async.cuh"
 #include "src/ptx/grid_dependency.cuh"
@@ -45,56 +46,7 @@
 
 namespace kda::sm90 {
 
-template <int kWG>
-struct WgmmaRecurrenceLayout {
-  using WqTile = tile::SwizzledTile<tile::Swizzle::k128B, 32, 128>;  // [Wd; Qp]: K-major B, N = 32
-  using KrTile = tile::SwizzledTile<tile::Swizzle::k128B, 16, 128>;  // Kr: MN-major B, K = 16 tokens
-  using TpTile = tile::SwizzledTile<tile::Swizzle::k32B, 32, 16>;    // [Tb; P] (hi or lo): K-major B
-  using VtTile = tile::SwizzledTile<tile::Swizzle::k128B, 16, 64>;   // values: MN-major A (Vᵀ)
-  struct Stage {
-    tile::TileBuffer<WqTile> wq;
-    tile::TileBuffer<KrTile> kr;
-    tile::TileBuffer<VtTile> vt[kWG];
-    tile::TileBuffer<TpTile> tp_hi, tp_lo;
-    float gamma[128];
-  };
-  static constexpr int kStageBytes = static_cast<int>(sizeof(Stage));
-  static constexpr int kStages = (200 * 1024) / kStageBytes < 12 ? (200 * 1024) / kStageBytes : 12;
-  struct Storage {
-    Stage stage[kStages];
-    alignas(16) unsigned char out[4 * kWG][512];  // per consumer warp: a 16x16 bf16 output tile
-    alignas(8) uint64_t full[kStages];
-    uint64_t empty[kStages];
-  };
-  static constexpr int kRows = 64 * kWG;
-  static constexpr int kThreads = 128 * kWG + 32;
-  static constexpr int kConsumerWarps = 4 * kWG;
-  static_assert(kStages >= 3, "at least three stages");
-};
-
 namespace wgmma_recurrence_detail {
-
-// Where record piece k (bytes [16k, 16k + 16) of the record) goes in a stage.
-template <class L>
-__device__ __forceinline__ uint32_t stage_offset_of_piece(int k) {
-  using Stage = typename L::Stage;
-  const uint32_t off = 16u * static_cast<uint32_t>(k);
-  if (off < ChunkRecord::kKrOffset) {  // Wd (rows 0..15) or Qp (rows 16..31) of the [Wd; Qp] tile
-    const uint32_t which = off >> 12, r = (off >> 8) & 15, c = (off >> 4) & 15;  // c: the stored chunk
-    return static_cast<uint32_t>(offsetof(Stage, wq)) + (c >> 3) * L::WqTile::kPanelBytes + (which * 16 + r) * 128 +
-           (c & 7) * 16;
-  }
-  if (off < ChunkRecord::kGammaOffset) {
-    const uint32_t r = ((off - ChunkRecord::kKrOffset) >> 8) & 15, c = (off >> 4) & 15;
-    return static_cast<uint32_t>(offsetof(Stage, kr)) + (c >> 3) * L::KrTile::kPanelBytes + r * 128 + (c & 7) * 16;
-  }
-  if (off < ChunkRecord::kTbHiOffset) return static_cast<uint32_t>(offsetof(Stage, gamma)) + (off - ChunkRecord::kGammaOffset);
-  const uint32_t idx = (off - ChunkRecord::kTbHiOffset) >> 9, within = (off - ChunkRecord::kTbHiOffset) & 511;
-  // idx: 0 Tb hi, 1 Tb lo, 2 P hi, 3 P lo. The small layout's 32-byte rows with chunk ^ ((row / 4) % 2)
-  // are the 32B swizzle; P's rows go below Tb's (rows 16..31, the same XOR).
-  const uint32_t base = (idx & 1) ? static_cast<uint32_t>(offsetof(Stage, tp_lo)) : static_cast<uint32_t>(offsetof(Stage, tp_hi));
-  return base + (idx >> 1) * 512 + within;
-}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -281,17 +233,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
         o[0][e] = uo.v[8 + e] + xo.v[8 + e];
         o[1][e] = uo.v[12 + e] + xo.v[12 + e];
       }
-      const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
-                             ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
-      const int m = lane >> 3, rr = lane & 7;
-      ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
-      __syncwarp();
-      const int tok = lane >> 1, h = lane & 1;
-      if (tok < Lc) {
-        const int64_t tt = span.t0 + c * 16 + tok;
-        uint16_t* dst = p.out + span.batch * p.out_st.b + tt * p.out_st.t + hv * p.out_st.h + rows0 + 16 * wi + 8 * h;
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
-      }
+      store_out_rows(o, out_tile, p, span, hv, c, Lc, rows0 + 16 * wi, lane);
     }
     ptx::wgmma_wait_group<0>();
     S.fence_operand();

@@ -29,7 +29,10 @@
 
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/kernels/sm90/chunk_record.cuh"
 #include "src/ptx/grid_dependency.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/mma.cuh"
 
 namespace kda::sm90 {
 
@@ -189,6 +192,25 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   t.c_start = t.c_out = min(segment * per, nchunks);
   t.c_end = min(t.c_start + per, nchunks);
   return t;
+}
+
+// The outputs of one warp's 16 value rows v0.. for one chunk (tokens c·16 .. c·16 + L − 1 of the
+// span), given as the two m16n8 C fragments o[nt] (rows v, columns tokens 8nt..8nt+7): to bf16,
+// transposed through the warp's 512-byte shared tile (stmatrix.trans), then one 16-byte store per
+// (token, half) of valid tokens. Both recurrence kernels use it.
+__device__ __forceinline__ void store_out_rows(const float (&o)[2][4], unsigned char* out_tile, const RecurrenceParams& p,
+                                               const SequenceSpan& span, int hv, int c, int L, int v0, int lane) {
+  const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
+                         ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
+  const int m = lane >> 3, rr = lane & 7;
+  ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
+  __syncwarp();
+  const int tok = lane >> 1, h = lane & 1;
+  if (tok < L) {
+    const int64_t t = span.t0 + c * 16 + tok;
+    uint16_t* dst = p.out + span.batch * p.out_st.b + t * p.out_st.t + hv * p.out_st.h + v0 + 8 * h;
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
+  }
 }
 
 // The task of a CTA of a bounded warm-up plan (kWarm kernels), decided on the device: waits for the
