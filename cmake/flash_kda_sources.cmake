@@ -1,5 +1,8 @@
 # Sources of the flash_kda library, by layer (see docs/layout.md).
 set(FLASH_KDA_SOURCES
+  # core: the validated problem descriptions, status helpers, checked size arithmetic (host only,
+  # shared by every layer above)
+  src/core/status.cpp
   # public API: entry points, validation, dispatch to the GPU launcher or the CPU reference
   src/api/api.cpp
   src/api/validate.cpp

@@ -13,7 +13,8 @@
 #include <type_traits>
 
 #include "reference/reference.h"
-#include "src/api/problem.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 
 namespace kda::reference {
 

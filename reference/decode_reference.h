@@ -2,7 +2,7 @@
 // recurrence_f64.cpp (same per-token math, common.h) reading and writing pool slots.
 #pragma once
 
-#include "src/api/decode_problem.h"
+#include "src/core/decode_problem.h"
 
 namespace kda::reference {
 

@@ -2,7 +2,8 @@
 // They see only the public header and the validated problem description: never kernel code.
 #pragma once
 
-#include "src/api/problem.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 
 namespace kda::reference {
 

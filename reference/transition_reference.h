@@ -5,7 +5,8 @@
 
 #include <cstdint>
 
-#include "src/api/problem.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 
 namespace kda::reference {
 

@@ -11,6 +11,7 @@
 
 #include "reference/common.h"
 #include "reference/transition_reference.h"
+#include "src/api/problem.h"
 #include "tests/golden_io.h"
 #include "tests/random_problem.h"
 

@@ -11,6 +11,7 @@
 
 #include "reference/common.h"
 #include "reference/decode_reference.h"
+#include "src/api/decode_problem.h"
 #include "src/launch/decode_plan.h"
 #include "tests/random_decode.h"
 #include "tests/random_problem.h"

@@ -7,7 +7,7 @@
 
 #include "flash_kda/flash_kda.h"
 #include "reference/reference.h"
-#include "src/launch/checked_math.h"
+#include "src/core/checked_math.h"
 #include "src/api/memory_rules.h"
 #include "src/api/problem.h"
 #include "src/launch/launch.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/launch/checked_math.h"
+#include "src/core/checked_math.h"
 
 namespace kda {
 

@@ -1,29 +1,10 @@
-// A validated forward problem: the caller's params plus the sizes derived from them.
-// Produced by kda::validate (validate.cpp); consumed by the GPU launcher and the CPU reference.
+// Validation of kda_fwd_params into a Problem (src/core/problem.h): the API layer's entry to it.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-
-#include "flash_kda/flash_kda.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 
 namespace kda {
-
-inline constexpr int64_t kHeadDim = 128;  // K = V = 128 (the only supported head size)
-inline constexpr int64_t kChunk = 16;     // tokens per chunk of the chunked algorithm
-
-struct Problem {
-  const kda_fwd_params* params = nullptr;
-  int64_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0;
-  int64_t N = 0;        // number of sequences: B, or cu_seqlens.shape[0] - 1
-  int64_t T_total = 0;  // B * T tokens (the packed length when varlen)
-  bool varlen = false;
-  bool has_A_log = false, has_dt_bias = false;
-  bool has_initial_state = false, has_final_state = false;
-
-  int64_t group() const { return HV / H; }  // value heads per q/k head
-  int64_t qk_head(int64_t hv) const { return hv / group(); }
-};
 
 // What validate() checks besides shapes, dtypes and strides.
 enum class ValidateMode {
@@ -37,24 +18,5 @@ enum class ValidateMode {
 // `writes_out` = false: out is a stand-in that nothing writes (kda_segment_transition): the memory
 // rules on out (its rows distinct, disjoint from the inputs) are not applied.
 kda_status validate(const kda_fwd_params* params, ValidateMode mode, Problem* out, bool writes_out = true);
-
-// Status helpers shared by the API layer and the launchers.
-kda_status make_ok();
-kda_status make_error(kda_status_code code, const char* fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-// Name and element size of a dtype given as a raw integer ("unknown" and 0 outside the enum).
-const char* dtype_name(int32_t dtype);
-size_t dtype_bytes(int32_t dtype);
-
-// Returns the status of `expr` from the enclosing function unless it is KDA_OK.
-#define KDA_RETURN_IF_ERROR(expr)             \
-  do {                                        \
-    kda_status kda_s_ = (expr);               \
-    if (kda_s_.code != KDA_OK) return kda_s_; \
-  } while (0)
 
 }  // namespace kda

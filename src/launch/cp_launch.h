@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "src/api/cp_problem.h"
+#include "src/core/cp_problem.h"
 #include "src/launch/plan.h"
 
 namespace kda::sm90 {

@@ -1,7 +1,7 @@
 // Host interface of the decode launcher (decode_sm90.cu). Plain C++: no kernel code.
 #pragma once
 
-#include "src/api/decode_problem.h"
+#include "src/core/decode_problem.h"
 
 namespace kda::sm90 {
 
@@ -10,7 +10,7 @@ namespace kda::sm90 {
 kda_status decode(const DecodeProblem& problem, kda_stream_t stream);
 
 // The opt-in content check (check_indices): synchronises `stream` (refused while it is being
-// captured into a CUDA graph), fills `result` (src/api/decode_problem.h) from the device.
+// captured into a CUDA graph), fills `result` (src/core/decode_problem.h) from the device.
 kda_status decode_check(const DecodeProblem& problem, kda_stream_t stream, DecodeCheckResult* result);
 
 }  // namespace kda::sm90

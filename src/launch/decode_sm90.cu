@@ -11,6 +11,7 @@
 #include "src/kernels/sm90/decode_kernel.cuh"
 #include "src/launch/decode_launch.h"
 #include "src/launch/decode_plan.h"
+#include "src/launch/launch_util.cuh"
 
 namespace kda::sm90 {
 namespace {
@@ -21,16 +22,6 @@ namespace {
 #ifndef FLASH_KDA_DECODE_PDL
 #define FLASH_KDA_DECODE_PDL 1
 #endif
-
-kda_status cuda_error(const char* what, cudaError_t err) {
-  return make_error(KDA_ERROR_CUDA, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
-}
-
-int sm_count() {
-  int device = 0, count = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  return count;
-}
 
 // Tokens prepared per block (decode_common.cuh): the longest sequence of a fixed batch, or for a
 // packed batch the mean length rounded up (decode: 1; uniform verify: 1 + S), at most
@@ -93,24 +84,16 @@ DecodeParams make_params(const DecodeProblem& dp) {
   return p;
 }
 
+// Decode's shared memory depends on the token block (tok_cap), so the limit is raised per call when
+// it passes the default 48 KB (bulk slices with long verify blocks); then launch_util's launch.
 template <typename Kernel>
-cudaError_t launch_kernel(Kernel kernel, int64_t ctas, int threads, int smem, cudaStream_t stream,
-                          const DecodeParams& p) {
-  if (smem > 48 * 1024) {  // above the default limit (bulk slices with long verify blocks)
+cudaError_t launch_decode_kernel(Kernel kernel, int64_t ctas, int threads, int smem, cudaStream_t stream,
+                                 const DecodeParams& p) {
+  if (smem > 48 * 1024) {
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = FLASH_KDA_DECODE_PDL ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
 }
 
 template <int kConfig, bool kF32, GateKind kGate>
@@ -119,11 +102,11 @@ cudaError_t launch(const DecodeParams& p, int64_t ctas, cudaStream_t stream) {
   if constexpr (c.bulk) {
     using L = DecodeBulkLayout<c.lanes, c.rows_per_thread, c.threads, kF32>;
     static_assert(L::kSlices == c.slices(), "plan and kernel agree");
-    return launch_kernel(decode_bulk_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
+    return launch_decode_kernel(decode_bulk_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
                          L::bytes(p.tok_cap), stream, p);
   } else {
     static_assert(DecodeTile<c.lanes, c.rows_per_thread, c.threads>::kSlices == c.slices(), "plan and kernel agree");
-    return launch_kernel(decode_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
+    return launch_decode_kernel(decode_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
                          decode_vector_bytes(p.tok_cap), stream, p);
   }
 }

@@ -17,7 +17,7 @@
 #include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"
 #include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
-#include "src/launch/checked_math.h"
+#include "src/core/checked_math.h"
 #include "src/launch/launch.h"
 #include "src/launch/launch_util.cuh"
 #include "src/launch/plan.h"

@@ -4,7 +4,8 @@
 
 #include <cstddef>
 
-#include "src/api/problem.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 #include "src/launch/plan.h"
 
 namespace kda::sm90 {

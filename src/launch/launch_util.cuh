@@ -1,4 +1,4 @@
-// What the SM90 launchers (fwd_sm90.cu, cp_sm90.cu) share: the kernel launch with programmatic
+// What the SM90 launchers (fwd_sm90.cu, cp_sm90.cu, decode_sm90.cu) share: the kernel launch with programmatic
 // dependent launch, the CUDA error status. CUDA host code; included by the launchers only.
 #pragma once
 
@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "src/api/problem.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 
 namespace kda::sm90 {
 

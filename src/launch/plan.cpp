@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "src/launch/checked_math.h"
+#include "src/core/checked_math.h"
 
 namespace kda::sm90 {
 namespace {

@@ -4,7 +4,8 @@
 
 #include <cuda_runtime.h>
 
-#include "src/api/problem.h"
+#include "src/core/problem.h"
+#include "src/core/status.h"
 
 namespace kda::sm90 {
 namespace {

@@ -48,6 +48,7 @@
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
+#include "src/ptx/warpgroup.cuh"
 
 // Build-time precision knob: U enters the state update as a bf16 hi + lo pair (1) or as one bf16
 // (0, default). The pair takes the relative state error of the standard case from 2.2e-3 to 1.6e-3
@@ -289,7 +290,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       // Sum the row group's partial products: every warp needs the whole Xᵀ, warp 0 the whole Oinᵀ.
       unsigned char* exchange = smem + Layout::kExchangeOffset + (c & 1) * (kWarps * 2048);
       exchange_store(exchange + warp * 2048, x, o, lane);
-      named_barrier_sync(1 + rg, 32 * kColSplit);
+      ptx::NamedBarrier{static_cast<uint32_t>(1 + rg), 32u * kColSplit}.sync();
 #pragma unroll
       for (int q = 0; q < kColSplit; ++q) {
         if (q == cp) continue;

@@ -5,6 +5,10 @@
 #include <cmath>
 
 #if defined(__CUDACC__)
+#include "src/ptx/fast_math.cuh"
+#endif
+
+#if defined(__CUDACC__)
 #define KDA_HD __host__ __device__ __forceinline__
 #else
 #define KDA_HD inline
@@ -22,9 +26,7 @@ enum class GateKind : int { kBounded = 0, kSoftplus = 1, kPreactivated = 2 };
 // 0, the correct limit for decays).
 KDA_HD float exp2_fast(float x) {
 #if defined(__CUDA_ARCH__)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
+  return ptx::ex2_approx_ftz(x);
 #else
   return std::exp2(x);
 #endif

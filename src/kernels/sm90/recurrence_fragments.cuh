@@ -77,11 +77,6 @@ __device__ __forceinline__ void identity_state(float (&S)[kTiles][4], int v0, in
     }
 }
 
-// Synchronises the `threads` threads of named barrier `id` (1..15; 0 is __syncthreads).
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 // Exchange slot of one warp: 16 floats per lane stored as four float4 planes [plane][lane], so
 // consecutive lanes touch consecutive 16-byte words (conflict-free).
 __device__ __forceinline__ void exchange_store(unsigned char* slot, const float (&x)[2][4], const float (&o)[2][4],
