@@ -26,54 +26,15 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "benchmarks/bench_common.cuh"
 #include "tests/mini_json.h"
 
 namespace {
 
-#define CUDA_OK(expr)                                                                             \
-  do {                                                                                            \
-    cudaError_t e_ = (expr);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                               \
-    }                                                                                             \
-  } while (0)
+using namespace kda::bench;
 
 constexpr double kBandwidth = 4.27e12;  // bytes/s, cases.json
 constexpr int64_t D = 128;
-
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-
-__device__ float random_value(uint64_t seed, uint64_t i, bool normal) {
-  const float u1 = (hash32(seed * 0x9e3779b97f4a7c15ull + 2 * i) + 1.0f) * 2.3283064e-10f;
-  if (!normal) return u1 * 0.99999994f;
-  const float u2 = hash32(seed * 0x9e3779b97f4a7c15ull + 2 * i + 1) * 2.3283064e-10f;
-  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-}
-
-__global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const uint32_t u = __float_as_uint(random_value(seed, i, true));
-    p[i] = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-}
-
-__global__ void fill_f32(float* p, size_t n, uint64_t seed, bool normal) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = random_value(seed, i, normal);
-}
-
-__global__ void count_non_finite_bf16(const uint16_t* p, size_t n, unsigned long long* count) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    if ((p[i] & 0x7f80u) == 0x7f80u) atomicAdd(count, 1ull);
-}
 
 struct Case {
   std::string name;
@@ -127,11 +88,6 @@ std::vector<Case> make_cases(const std::string& path) {
   extra.H = 32;
   all.push_back(extra);
   return all;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 struct Result {
@@ -264,18 +220,6 @@ Result run_case(const Case& c, int config, int iters, int graph_calls) {
   cudaEventDestroy(e1);
   cudaStreamDestroy(stream);
   return res;
-}
-
-bool matches(const std::string& filter, const std::string& name) {
-  if (filter.empty()) return true;
-  size_t start = 0;
-  while (start <= filter.size()) {
-    const size_t end = std::min(filter.find(',', start), filter.size());
-    const std::string part = filter.substr(start, end - start);
-    if (!part.empty() && name.find(part) != std::string::npos) return true;
-    start = end + 1;
-  }
-  return false;
 }
 
 }  // namespace

@@ -26,58 +26,17 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "benchmarks/bench_common.cuh"
 #include "tests/mini_json.h"
 
 namespace {
 
-#define CUDA_OK(expr)                                                                        \
-  do {                                                                                       \
-    cudaError_t e_ = (expr);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
-
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-
-// Standard normal (Box-Muller on a counter hash) or uniform [0, 1).
-__device__ float random_value(uint64_t seed, uint64_t i, bool normal) {
-  const float u1 = (hash32(seed * 0x9e3779b97f4a7c15ull + 2 * i) + 1.0f) * 2.3283064e-10f;
-  if (!normal) return u1 * 0.99999994f;
-  const float u2 = hash32(seed * 0x9e3779b97f4a7c15ull + 2 * i + 1) * 2.3283064e-10f;
-  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-}
-
-__global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const float x = random_value(seed, i, true);
-    uint32_t u = __float_as_uint(x);
-    p[i] = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-}
-
-__global__ void fill_f32(float* p, size_t n, uint64_t seed, bool normal) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = random_value(seed, i, normal);
-}
+using namespace kda::bench;
 
 // Every `every`-th key channel (k % every == 0) of a [H, 128] dt_bias set to `value`.
 __global__ void set_slow_channels(float* dt_bias, int64_t n, int every, float value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     if ((i % 128) % every == 0) dt_bias[i] = value;
-}
-
-__global__ void count_non_finite_bf16(const uint16_t* p, size_t n, unsigned long long* count) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    if ((p[i] & 0x7f80u) == 0x7f80u) atomicAdd(count, 1ull);
 }
 
 struct Case {
@@ -116,11 +75,6 @@ std::vector<Case> read_cases(const std::string& path) {
     }
   }
   return cases;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 struct InputSet {
@@ -281,19 +235,6 @@ Result run_case(const Case& c, int iters, int context_split, int context_method)
   cudaEventDestroy(e1);
   cudaStreamDestroy(stream);
   return res;
-}
-
-// Whether `name` contains one of the comma-separated parts of `filter` (an empty filter matches).
-bool matches(const std::string& filter, const std::string& name) {
-  if (filter.empty()) return true;
-  size_t start = 0;
-  while (start <= filter.size()) {
-    const size_t end = std::min(filter.find(',', start), filter.size());
-    const std::string part = filter.substr(start, end - start);
-    if (!part.empty() && name.find(part) != std::string::npos) return true;
-    start = end + 1;
-  }
-  return false;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_common.cuh"
 #include "src/ptx/tma.cuh"  // fence_proxy_async_shared
 #include "src/ptx/wgmma.cuh"
 #include "src/tile/fragments.cuh"
@@ -149,15 +150,6 @@ float bf16_float(uint16_t b) {
   return f;
 }
 float round_bf16(float x) { return bf16_float(bf16_bits(x)); }
-
-#define CUDA_OK(x)                                                                        \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 template <typename T>
 T* to_device(const std::vector<T>& h) {
