@@ -4,25 +4,14 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <utility>
 
-#include "reference/common.h"
+#include "tests/random_problem.h"
 
 namespace kda::test {
 
 namespace {
-
 constexpr int64_t D = 128;
-
-std::vector<uint16_t> normal_bf16(std::mt19937_64& rng, int64_t n, float sigma, bool negative = false) {
-  std::normal_distribution<float> dist(0.0f, sigma);
-  std::vector<uint16_t> r(static_cast<size_t>(n));
-  for (auto& x : r) {
-    const float f = dist(rng);
-    x = reference::float_to_bf16(negative ? -std::fabs(f) : f);
-  }
-  return r;
-}
-
 }  // namespace
 
 void RandomDecode::set_index(int64_t n, int64_t t, int64_t slot) {
@@ -46,17 +35,15 @@ RandomDecode make_random_decode(const DecodeSpec& spec) {
   d.N = s.cu_seqlens.empty() ? s.B : static_cast<int64_t>(s.cu_seqlens.size()) - 1;
   d.cols = s.idx_dims == 2 ? (s.idx_cols > 0 ? s.idx_cols : s.T) : 1;
   std::mt19937_64 rng(s.seed);
-  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
-  d.q = normal_bf16(rng, s.B * s.T * s.H * D, 1.0f);
-  d.k = normal_bf16(rng, s.B * s.T * s.H * D, 1.0f);
-  d.v = normal_bf16(rng, s.B * s.T * s.HV * D, 1.0f);
-  d.g = normal_bf16(rng, s.B * s.T * s.HV * D, s.g_scale, s.gate == KDA_GATE_PREACTIVATED);
-  d.beta = normal_bf16(rng, s.B * s.T * s.HV, 1.0f);
-  d.out.assign(static_cast<size_t>(s.B * s.T * s.HV * D), 0);
-  if (s.with_A_log)
-    for (int64_t i = 0; i < s.HV; ++i) d.A_log.push_back(unif(rng));
-  if (s.with_dt_bias)
-    for (int64_t i = 0; i < s.HV * D; ++i) d.dt_bias.push_back(unif(rng));
+  TokenInputs x = draw_token_inputs(rng, s.B, s.T, s.H, s.HV, s.gate, s.g_scale, s.with_A_log, s.with_dt_bias);
+  d.q = std::move(x.q);
+  d.k = std::move(x.k);
+  d.v = std::move(x.v);
+  d.g = std::move(x.g);
+  d.beta = std::move(x.beta);
+  d.out = std::move(x.out);
+  d.A_log = std::move(x.A_log);
+  d.dt_bias = std::move(x.dt_bias);
   const int64_t pool_numel = s.slots * s.HV * D * D;
   if (s.pool == KDA_DTYPE_F32) {
     std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -3,16 +3,17 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include "reference/common.h"
 
 namespace kda::test {
 
 namespace {
-
 constexpr int64_t D = 128;
+}  // namespace
 
-std::vector<uint16_t> normal_bf16(std::mt19937_64& rng, int64_t n, float sigma, bool negative = false) {
+std::vector<uint16_t> normal_bf16(std::mt19937_64& rng, int64_t n, float sigma, bool negative) {
   std::normal_distribution<float> dist(0.0f, sigma);
   std::vector<uint16_t> r(static_cast<size_t>(n));
   for (auto& x : r) {
@@ -22,24 +23,37 @@ std::vector<uint16_t> normal_bf16(std::mt19937_64& rng, int64_t n, float sigma, 
   return r;
 }
 
-}  // namespace
+TokenInputs draw_token_inputs(std::mt19937_64& rng, int64_t B, int64_t T, int64_t H, int64_t HV, kda_gate gate,
+                              float g_scale, bool with_A_log, bool with_dt_bias) {
+  TokenInputs x;
+  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
+  x.q = normal_bf16(rng, B * T * H * D, 1.0f);
+  x.k = normal_bf16(rng, B * T * H * D, 1.0f);
+  x.v = normal_bf16(rng, B * T * HV * D, 1.0f);
+  x.g = normal_bf16(rng, B * T * HV * D, g_scale, gate == KDA_GATE_PREACTIVATED);
+  x.beta = normal_bf16(rng, B * T * HV, 1.0f);
+  x.out.assign(static_cast<size_t>(B * T * HV * D), 0);
+  if (with_A_log)
+    for (int64_t i = 0; i < HV; ++i) x.A_log.push_back(unif(rng));
+  if (with_dt_bias)
+    for (int64_t i = 0; i < HV * D; ++i) x.dt_bias.push_back(unif(rng));
+  return x;
+}
 
 RandomProblem make_random_problem(const ProblemSpec& s) {
   RandomProblem p;
   p.spec = s;
   p.N = s.cu_seqlens.empty() ? s.B : static_cast<int64_t>(s.cu_seqlens.size()) - 1;
   std::mt19937_64 rng(s.seed);
-  std::uniform_real_distribution<float> unif(0.0f, 1.0f);
-  p.q = normal_bf16(rng, s.B * s.T * s.H * D, 1.0f);
-  p.k = normal_bf16(rng, s.B * s.T * s.H * D, 1.0f);
-  p.v = normal_bf16(rng, s.B * s.T * s.HV * D, 1.0f);
-  p.g = normal_bf16(rng, s.B * s.T * s.HV * D, s.g_scale, s.gate == KDA_GATE_PREACTIVATED);
-  p.beta = normal_bf16(rng, s.B * s.T * s.HV, 1.0f);
-  p.out.assign(static_cast<size_t>(s.B * s.T * s.HV * D), 0);
-  if (s.with_A_log)
-    for (int64_t i = 0; i < s.HV; ++i) p.A_log.push_back(unif(rng));
-  if (s.with_dt_bias)
-    for (int64_t i = 0; i < s.HV * D; ++i) p.dt_bias.push_back(unif(rng));
+  TokenInputs x = draw_token_inputs(rng, s.B, s.T, s.H, s.HV, s.gate, s.g_scale, s.with_A_log, s.with_dt_bias);
+  p.q = std::move(x.q);
+  p.k = std::move(x.k);
+  p.v = std::move(x.v);
+  p.g = std::move(x.g);
+  p.beta = std::move(x.beta);
+  p.out = std::move(x.out);
+  p.A_log = std::move(x.A_log);
+  p.dt_bias = std::move(x.dt_bias);
   if (s.with_dt_bias && s.slow_every > 0)
     for (int64_t i = 0; i < s.HV * D; ++i)
       if ((s.slow_heads >> ((i / D) % 64) & 1u) && (i % D) % s.slow_every == 0) p.dt_bias[i] = s.slow_dt_bias;

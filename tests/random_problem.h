@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
@@ -46,5 +47,18 @@ struct RandomProblem {
 };
 
 RandomProblem make_random_problem(const ProblemSpec& spec);
+
+// What random_problem.cpp and random_decode.cpp draw alike, in this order from `rng`: n normal
+// values of deviation sigma as bf16 (-|x| when negative, the pre-activated gate's sign).
+std::vector<uint16_t> normal_bf16(std::mt19937_64& rng, int64_t n, float sigma, bool negative = false);
+
+// The token inputs of B x T tokens (q, k: H heads; v, g, beta: HV heads), then A_log [HV] and
+// dt_bias [HV, 128] ~ U[0, 1) when asked; out zeroed. The draw order is part of every seeded test.
+struct TokenInputs {
+  std::vector<uint16_t> q, k, v, g, beta, out;  // bf16 bit patterns
+  std::vector<float> A_log, dt_bias;
+};
+TokenInputs draw_token_inputs(std::mt19937_64& rng, int64_t B, int64_t T, int64_t H, int64_t HV, kda_gate gate,
+                              float g_scale, bool with_A_log, bool with_dt_bias);
 
 }  // namespace kda::test
