@@ -14,13 +14,13 @@
 
 #include "reference/common.h"
 #include "tests/golden_io.h"
+#include "tests/edge_inputs.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
 namespace {
 
 constexpr int64_t D = 128;
-constexpr uint16_t kBf16PlusInf = 0x7f80, kBf16MinusInf = 0xff80;
 
 // Runs both CPU paths on `spec` with inputs changed by `edit`; expects finite results and the
 // chunked path within out_tol (bf16 out) and state_tol (fp32 state) of the float64 path.
@@ -42,25 +42,6 @@ void expect_paths_agree(const ProblemSpec& spec, const std::function<void(Random
   std::printf("[ errors ] %-44s chunked vs f64: out %.3e final_state %.3e\n", what, out_err, state_err);
   EXPECT_LE(out_err, out_tol) << what;
   EXPECT_LE(state_err, state_tol) << what;
-}
-
-// Scales a random subset of q and k rows to magnitudes near the largest bf16 (3.39e38): their
-// squares overflow fp32 (the norm used to give 0 there, and outputs of 0).
-void make_huge_rows(RandomProblem& p, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> mag(1e19f, 3.3e38f);
-  for (std::vector<uint16_t>* x : {&p.q, &p.k}) {
-    for (size_t row = 0; row < x->size() / D; ++row) {
-      if (rng() % 3 == 0) continue;
-      const float m = mag(rng);
-      float peak = 0.0f;
-      for (int64_t i = 0; i < D; ++i) peak = std::fmax(peak, std::fabs(reference::bf16_to_float((*x)[row * D + i])));
-      for (int64_t i = 0; i < D; ++i) {
-        const float v = reference::bf16_to_float((*x)[row * D + i]) / peak * m;
-        (*x)[row * D + i] = reference::float_to_bf16(v);
-      }
-    }
-  }
 }
 
 TEST(CpuNumerics, QueriesAndKeysNearTheLargestBf16) {
@@ -88,15 +69,7 @@ TEST(CpuNumerics, SoftplusGateOfInfinityIsAFullDecay) {
   spec.T = 70, spec.H = 1, spec.HV = 2, spec.gate = KDA_GATE_SOFTPLUS, spec.seed = 12;
   // A few whole tokens and scattered channels of +inf and of huge finite gates; -inf is a no-decay.
   expect_paths_agree(spec, [](RandomProblem& p) {
-    std::mt19937_64 rng(3);
-    for (size_t i = 0; i < p.g.size(); ++i) {
-      const uint64_t r = rng() % 64;
-      if (r == 0) p.g[i] = kBf16PlusInf;
-      if (r == 1) p.g[i] = reference::float_to_bf16(3.0e38f);
-      if (r == 2) p.g[i] = kBf16MinusInf;
-    }
-    for (int64_t t : {5, 16, 17, 40})
-      for (int64_t i = 0; i < D; ++i) p.g[(t * 2 + 1) * D + i] = kBf16PlusInf;  // head 1, whole tokens
+    make_extreme_softplus_gates(p, {5, 16, 17, 40});
   }, "softplus gate with +inf, -inf and 3e38");
 }
 
@@ -104,8 +77,7 @@ TEST(CpuNumerics, PreactivatedGateOfMinusInfinity) {
   ProblemSpec spec;
   spec.T = 40, spec.H = 1, spec.HV = 1, spec.gate = KDA_GATE_PREACTIVATED, spec.seed = 13;
   expect_paths_agree(spec, [](RandomProblem& p) {
-    for (size_t i = 0; i < p.g.size(); i += 7) p.g[i] = kBf16MinusInf;
-    for (size_t i = 3; i < p.g.size(); i += 11) p.g[i] = reference::float_to_bf16(-3.0e38f);
+    make_extreme_preactivated_gates(p);
   }, "preactivated gate with -inf and -3e38");
 }
 

@@ -13,13 +13,13 @@
 
 #include "reference/common.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/edge_inputs.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
 namespace {
 
 constexpr int64_t D = 128;
-constexpr uint16_t kBf16PlusInf = 0x7f80, kBf16MinusInf = 0xff80;
 
 void check_case(const ProblemSpec& spec, const std::function<void(RandomProblem&)>& edit, const char* what) {
   RandomProblem p = make_random_problem(spec);
@@ -28,21 +28,6 @@ void check_case(const ProblemSpec& spec, const std::function<void(RandomProblem&
   expect_close(what, gpu_vs_f64(p));
   ASSERT_EQ(run_on_gpu(again.params()).code, KDA_OK);
   expect_identical(p, again, what);
-}
-
-void make_huge_rows(RandomProblem& p, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> mag(1e19f, 3.3e38f);
-  for (std::vector<uint16_t>* x : {&p.q, &p.k}) {
-    for (size_t row = 0; row < x->size() / D; ++row) {
-      if (rng() % 3 == 0) continue;
-      const float m = mag(rng);
-      float peak = 0.0f;
-      for (int64_t i = 0; i < D; ++i) peak = std::fmax(peak, std::fabs(reference::bf16_to_float((*x)[row * D + i])));
-      for (int64_t i = 0; i < D; ++i)
-        (*x)[row * D + i] = reference::float_to_bf16(reference::bf16_to_float((*x)[row * D + i]) / peak * m);
-    }
-  }
 }
 
 TEST(GpuNumerics, QueriesAndKeysNearTheLargestBf16) {
@@ -61,15 +46,7 @@ TEST(GpuNumerics, SoftplusGateOfInfinityIsAFullDecay) {
     ProblemSpec s;
     s.T = 200, s.H = 1, s.HV = 2, s.gate = KDA_GATE_SOFTPLUS, s.context_split = split, s.seed = 72;
     check_case(s, [](RandomProblem& p) {
-      std::mt19937_64 rng(3);
-      for (size_t i = 0; i < p.g.size(); ++i) {
-        const uint64_t r = rng() % 64;
-        if (r == 0) p.g[i] = kBf16PlusInf;
-        if (r == 1) p.g[i] = reference::float_to_bf16(3.0e38f);
-        if (r == 2) p.g[i] = kBf16MinusInf;
-      }
-      for (int64_t t : {5, 16, 17, 40, 150})
-        for (int64_t i = 0; i < D; ++i) p.g[(t * 2 + 1) * D + i] = kBf16PlusInf;
+      make_extreme_softplus_gates(p, {5, 16, 17, 40, 150});
     }, split == 1 ? "softplus +inf/-inf/3e38 gates" : "softplus +inf/-inf/3e38 gates, P = 3");
   }
 }
@@ -79,8 +56,7 @@ TEST(GpuNumerics, PreactivatedGateOfMinusInfinity) {
   ProblemSpec s;
   s.T = 64, s.H = 1, s.HV = 1, s.gate = KDA_GATE_PREACTIVATED, s.seed = 73;
   check_case(s, [](RandomProblem& p) {
-    for (size_t i = 0; i < p.g.size(); i += 7) p.g[i] = kBf16MinusInf;
-    for (size_t i = 3; i < p.g.size(); i += 11) p.g[i] = reference::float_to_bf16(-3.0e38f);
+    make_extreme_preactivated_gates(p);
   }, "preactivated -inf and -3e38 gates");
 }
 

@@ -1,0 +1,48 @@
+// Edge inputs (see edge_inputs.h).
+#include "tests/edge_inputs.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "reference/common.h"
+
+namespace kda::test {
+
+namespace {
+constexpr int64_t D = 128;
+}  // namespace
+
+void make_huge_rows(RandomProblem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> mag(1e19f, 3.3e38f);
+  for (std::vector<uint16_t>* x : {&p.q, &p.k}) {
+    for (size_t row = 0; row < x->size() / D; ++row) {
+      if (rng() % 3 == 0) continue;
+      const float m = mag(rng);
+      float peak = 0.0f;
+      for (int64_t i = 0; i < D; ++i) peak = std::fmax(peak, std::fabs(reference::bf16_to_float((*x)[row * D + i])));
+      for (int64_t i = 0; i < D; ++i)
+        (*x)[row * D + i] = reference::float_to_bf16(reference::bf16_to_float((*x)[row * D + i]) / peak * m);
+    }
+  }
+}
+
+void make_extreme_softplus_gates(RandomProblem& p, std::initializer_list<int64_t> whole_tokens) {
+  std::mt19937_64 rng(3);
+  for (size_t i = 0; i < p.g.size(); ++i) {
+    const uint64_t r = rng() % 64;
+    if (r == 0) p.g[i] = kBf16PlusInf;
+    if (r == 1) p.g[i] = reference::float_to_bf16(3.0e38f);
+    if (r == 2) p.g[i] = kBf16MinusInf;
+  }
+  for (int64_t t : whole_tokens)
+    for (int64_t i = 0; i < D; ++i) p.g[(t * 2 + 1) * D + i] = kBf16PlusInf;  // head 1 of 2, whole tokens
+}
+
+void make_extreme_preactivated_gates(RandomProblem& p) {
+  for (size_t i = 0; i < p.g.size(); i += 7) p.g[i] = kBf16MinusInf;
+  for (size_t i = 3; i < p.g.size(); i += 11) p.g[i] = reference::float_to_bf16(-3.0e38f);
+}
+
+}  // namespace kda::test
