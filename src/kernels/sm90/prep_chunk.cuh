@@ -1,0 +1,425 @@
+// prepare_chunk: everything of a chunk that does not depend on the state (docs/design.md §2.1),
+// for one (virtual chunk, value head); chunk_prep_kernel.cuh schedules it.
+//
+// Block:  128 threads (4 warps), no warp roles: phases separated by __syncthreads. "Row map":
+//         thread t owns columns [8·(t%16), +8) of rows t/16 and t/16 + 8; "column map": thread t
+//         owns key column t.
+// Phases: 1. (row map) every global load first (one round trip), L2-normalise q and k (16-lane
+//            shuffle reduction, rescaled where the sum of squares overflows; kept in registers),
+//            gate -> per-element log2-decay into G (unbounded gates floored at -256); beta
+//         2. (column map) G ← inclusive cumulative sum over the 16 rows; Γ = 2^G[15] to the record
+//         3. (row map) Kd as one bf16 tile, Qd (and Ki for the bounded gate) as bf16 hi + lo tiles in
+//            shared memory, Kr to the record; 16-byte stores, one swizzled chunk each
+//         4. A (strictly lower) and M (lower): bounded gate, tensor cores (warp w sums key columns
+//            [32w, 32w+32); M from hi·hi + lo·hi + hi·lo, A from one hi·hi pass; partial sums
+//            reduced through shared memory); unbounded gates, float32 dot products with pairwise
+//            exponents (never overflow)
+//         5. T = (I + A)^-1 by forward substitution (warp 0, lane = column), Tb = T·Diag(b)
+//         6. P = M·Tb; Tb and P to the record as bf16 hi/lo pairs; Wd = Tb·Kd (tensor cores, warp w
+//            owns key columns [32w, 32w+32), one bf16 pass)
+//         7. Qp = Qd − P·Kd (idem; Qd added exactly, as hi + lo)
+//         kBounds only (the bounded warm-up's plans, docs/design.md §3.2): the chunk bound
+//            log2(max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖) from per-warp maxima of G[15] (phase 2), Kr's row
+//            norms (phase 3) and Wd's (phase 6), written by warp 0 after phase 6
+// Shared memory (bounded gate, 30 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
+//         partial sums), Kd, Qd hi/lo, Ki hi/lo: 5 x [16][128] bf16 in the record layout (Ki aliased
+//         by A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16, the bound's
+//         partial sums (1.3 KB). Unbounded gates add k̂ and q̂ as [16][132] float.
+// Precision: the products whose operands' precision shows in the results carry ~16 significant
+// bits (hi/lo splits: M = Qd·Kiᵀ, which feeds the output, and Tb and P, which multiply V in the
+// recurrence); A, Wd and Qp are products of one bf16 each, which the rounding emulation
+// (tests/tools/rounding_study.cpp) finds changes neither out nor state measurably. The record's Wd,
+// Qp and Kr are rounded to bf16 once, at the end.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/gate_math.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/prep_fragments.cuh"
+#include "src/kernels/sm90/record_fragments.cuh"
+#include "src/kernels/sm90/sequence_map.cuh"
+#include "src/ptx/mma.cuh"
+
+namespace kda::sm90 {
+
+template <GateKind kGate>
+struct PrepSmem {
+  static constexpr int kLd = 132;       // padded row length of the [16][128] float tiles (the column
+                                        // loops of the unbounded gates read 4 rows at once)
+  static constexpr int kSmallLd = 24;   // [16][16] float tiles: conflict-free 8-byte fragment loads
+  static constexpr int kTile = 16 * 128;  // bf16 elements of a record-layout tile
+  static constexpr bool kPairwise = kGate != GateKind::kBounded;
+  union {
+    float G[16 * kLd];         // per-element log2-decay, then its inclusive cumulative sum
+    float partial[2][4][256];  // bounded gate, phase 4: per-warp partial A and M
+  };
+  uint16_t kd_hi[kTile], qd_hi[kTile], qd_lo[kTile];  // Kd as one bf16 (A, Wd, Qp); Qd as hi + lo (M, Qp)
+  union {
+    struct {
+      uint16_t ki_hi[kTile], ki_lo[kTile];  // bounded gate, phases 3-4
+    };
+    struct {
+      float A[16 * kSmallLd], M[16 * kSmallLd], Tb[16 * kSmallLd], P[16 * kSmallLd];  // phases 4-7
+    };
+  };
+  float b[16];
+  // Bounded warm-up's chunk bound (chunk_bounds != nullptr): per warp, the largest G[15, k] over its
+  // key columns (float_order_key); per row and 8-column part, the squared norm of Kr; per warp, the
+  // squared row norms of Wd over its key columns.
+  int32_t bound[4];
+  float kr_sq[16][16];  // [row][16-column part]
+  float wd_sq[4][16];
+  alignas(16) float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
+  float qhat[kPairwise ? 16 * kLd : 4];
+};
+
+// kBounds: also record the bounded warm-up's chunk bounds (p.chunk_bounds, not null); the other
+// plans use the kBounds = false instance, which does none of that work.
+
+// Prepares virtual chunk `vc` of value head `hv` (its record, and with kBounds its chunk bound).
+// Every thread of the 128-thread CTA calls it (block-wide barriers); returns at once, uniformly,
+// for a virtual chunk no sequence owns. The caller separates two calls by a barrier.
+template <GateKind kGate, bool kBounds>
+__device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGate>& sm, int64_t vc, int hv) {
+  using namespace prep_detail;
+  using Smem = PrepSmem<kGate>;
+  constexpr int kLd = Smem::kLd;
+  constexpr bool kSwz = !Smem::kPairwise;  // G's row-map swizzle (bounded gate; see tile_col)
+  constexpr int kSld = Smem::kSmallLd;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  int32_t seq, chunk;
+  if (!locate_chunk(p.seq, vc, &seq, &chunk)) return;
+  const SequenceSpan span = sequence_span(p.seq, seq);
+  const int tok0 = span.t0 + chunk * 16;  // first token of the chunk within its batch row
+  const int L = min(16, span.len - chunk * 16);
+  const int hq = hv / p.group;
+  uint8_t* rec = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + vc) * ChunkRecord::kBytes;
+
+  // ---- Phase 1 (row map): loads, L2 norm, gate ---------------------------------------------------
+  const int vec = tid & 15;  // columns [8·vec, 8·vec + 8)
+  float qn[2][8], kn[2][8];  // normalised q and k of the thread's two rows (kept until phase 3)
+  {
+    uint4 qraw[2], kraw[2], graw[2][2];
+    float dtb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      qraw[h] = kraw[h] = graw[h][0] = graw[h][1] = make_uint4(0, 0, 0, 0);
+      const int r = (tid >> 4) + 8 * h;
+      if (r < L) {
+        const int64_t t = tok0 + r;
+        qraw[h] = *reinterpret_cast<const uint4*>(p.q + span.batch * p.q_st.b + t * p.q_st.t + hq * p.q_st.h + 8 * vec);
+        kraw[h] = *reinterpret_cast<const uint4*>(p.k + span.batch * p.k_st.b + t * p.k_st.t + hq * p.k_st.h + 8 * vec);
+        const int64_t goff = span.batch * p.g_st.b + t * p.g_st.t + hv * p.g_st.h + 8 * vec;
+        if (p.g_is_f32) {
+          graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff);
+          graw[h][1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff + 4);
+        } else {
+          graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.g) + goff);
+        }
+      }
+    }
+    if (kGate != GateKind::kPreactivated && p.dt_bias != nullptr) {
+      const float4 d0 = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + 8 * vec);
+      const float4 d1 = *reinterpret_cast<const float4*>(p.dt_bias + hv * 128 + 8 * vec + 4);
+      dtb[0] = d0.x; dtb[1] = d0.y; dtb[2] = d0.z; dtb[3] = d0.w;
+      dtb[4] = d1.x; dtb[5] = d1.y; dtb[6] = d1.z; dtb[7] = d1.w;
+    }
+    const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(p.A_log[hv]) : 1.0f;
+    // Bounded gate: constants folded (gate_math.cuh, bounded_log2_decay).
+    const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
+    if (tid < 16) {
+      float b = 0.0f;
+      if (tid < L) {
+        const int64_t off = span.batch * p.beta_st.b + static_cast<int64_t>(tok0 + tid) * p.beta_st.t + hv * p.beta_st.h;
+        b = beta_activation(load_scalar(p.beta, off, p.beta_is_f32), p.beta_sigmoid != 0, p.allow_neg_eigval != 0);
+      }
+      sm.b[tid] = b;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = (tid >> 4) + 8 * h;
+      float gx[8];
+      unpack8_bf16(qraw[h], qn[h]);
+      unpack8_bf16(kraw[h], kn[h]);
+      if (p.g_is_f32) {
+        const uint4 a = graw[h][0], c = graw[h][1];
+        const uint32_t w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) gx[e] = __uint_as_float(w[e]);
+      } else {
+        unpack8_bf16(graw[h][0], gx);
+      }
+      float qss = 0.0f, kss = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        qss = fmaf(qn[h][e], qn[h][e], qss);
+        kss = fmaf(kn[h][e], kn[h][e], kss);
+      }
+#pragma unroll
+      for (int off = 8; off >= 1; off >>= 1) {  // reduce over the 16 lanes holding this row
+        qss += __shfl_xor_sync(0xffffffffu, qss, off);
+        kss += __shfl_xor_sync(0xffffffffu, kss, off);
+      }
+      // Overflow-safe norm: a row whose sum of squares overflowed (the butterfly leaves the same sum
+      // on its 16 lanes) is scaled by 2^-70 and summed again, eps dropped (gate_math.cuh). Rare:
+      // one vote per row pair on the common path, a warp-uniform branch.
+      float qeps = 1e-6f, keps = 1e-6f;
+      if (__any_sync(0xffffffffu, p.qk_l2norm && !(qss <= 0x1.fffffep127f && kss <= 0x1.fffffep127f)))
+        rescale_row_norms(qn[h], kn[h], qss, kss, qeps, keps);
+      // q carries the output scale from here on (q̂·scale: Qd, and M for the unbounded gates).
+      const float qinv = (p.qk_l2norm ? rsqrtf(qss + qeps) : 1.0f) * p.scale;
+      const float kinv = p.qk_l2norm ? rsqrtf(kss + keps) : 1.0f;
+      float a[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        qn[h][e] *= qinv;
+        kn[h][e] *= kinv;
+        if constexpr (kGate == GateKind::kBounded)
+          a[e] = r < L ? bounded_log2_decay(gx[e], dtb[e], gk) : 0.0f;
+        else
+          a[e] = r < L ? clamp_log2_decay(gate_log_decay<kGate>(gx[e] + dtb[e], exp_a_log, p.lower_bound) * kLog2e)
+                       : 0.0f;
+      }
+      row8_store<kSwz>(&sm.G[r * kLd], vec, a);
+      if constexpr (Smem::kPairwise) {
+        row8_store<false>(&sm.khat[r * kLd], vec, kn[h]);
+        row8_store<false>(&sm.qhat[r * kLd], vec, qn[h]);
+      }
+    }
+  }
+  __syncthreads();
+
+  // ---- Phase 2 (column map): cumulative sum, Γ --------------------------------------------------
+  {
+    const int c = tid;
+    float Gc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      Gc += sm.G[i * kLd + tile_col<kSwz>(c)];
+      sm.G[i * kLd + tile_col<kSwz>(c)] = Gc;
+    }
+    reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
+    if constexpr (kBounds) {
+      // The bounded warm-up's chunk bound, first term (design.md §3.2): max over k of the chunk's
+      // summed log2-decay; +inf where nothing is bounded (a growing or NaN decay; b outside [0, 2],
+      // where I - b·k̂k̂ᵀ may expand).
+      // Floats as order-preserving integers: one warp max reduction (redux.sync).
+      int32_t key = Gc <= 0.0f ? float_order_key(Gc) : float_order_key(__int_as_float(0x7f800000));
+      if (c < 16 && !(sm.b[c] >= 0.0f && sm.b[c] <= 2.0f)) key = float_order_key(__int_as_float(0x7f800000));
+      key = __reduce_max_sync(0xffffffffu, key);
+      if (lane == 0) sm.bound[warp] = key;
+    }
+  }
+  __syncthreads();
+
+  // ---- Phase 3 (row map): Kd, Qd, Ki tiles and Kr ------------------------------------------------
+  {
+    float g15[8];
+    row8_load<kSwz>(&sm.G[15 * kLd], vec, g15);
+    float gamma[8];  // bounded gate: 2^{G15 - G} = Γ · 2^{-G}, both factors finite (|G| <= 115.4)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) gamma[e] = exp2_fast(g15[e]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = (tid >> 4) + 8 * h;
+      float kd[8], qd[8], kr[8], ki[8], Gr[8];
+      float kr_sq = 0.0f;  // this thread's part of Kr's squared row norm (kBounds)
+      row8_load<kSwz>(&sm.G[r * kLd], vec, Gr);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float G = Gr[e];
+        const float d = exp2_fast(G);
+        kd[e] = kn[h][e] * d;
+        qd[e] = qn[h][e] * d;
+        if constexpr (kGate == GateKind::kBounded) {
+          const float inv = exp2_fast(-G);
+          ki[e] = kn[h][e] * inv;
+          kr[e] = kn[h][e] * (gamma[e] * inv);
+        } else {
+          ki[e] = 0.0f;
+          kr[e] = kn[h][e] * exp2_fast(g15[e] - G);
+        }
+        if constexpr (kBounds) kr_sq = fmaf(kr[e], kr[e], kr_sq);
+      }
+      const uint32_t off = ChunkRecord::wide_chunk_byte(r, vec);
+      uint4 hi, lo;
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.kd_hi) + off) = pack8(kd);
+      pack8_split(qd, hi, lo);
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.qd_hi) + off) = hi;
+      *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.qd_lo) + off) = lo;
+      if constexpr (kGate == GateKind::kBounded) {
+        pack8_split(ki, hi, lo);
+        *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_hi) + off) = hi;
+        *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
+      }
+      *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
+      if constexpr (kBounds) sm.kr_sq[r][vec] = kr_sq;  // summed at the bound
+    }
+  }
+  __syncthreads();
+
+  // ---- Phase 4: A = Diag(b)·strict_lower(...), M = lower(...) -------------------------------------
+  if constexpr (kGate == GateKind::kBounded) {
+    // 2^{G_i - G_j} = 2^{G_i} · 2^{-G_j}: |G| <= 115.4 keeps both factors finite.
+    float a[2][4] = {}, m[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const int ks = 2 * warp + kk;
+      uint32_t kdh[4], qdh[4], qdl[4], kih[4], kil[4];
+      frag::load_a_mmajor(kdh, reinterpret_cast<const unsigned char*>(sm.kd_hi), ks, lane);
+      frag::load_a_mmajor(qdh, reinterpret_cast<const unsigned char*>(sm.qd_hi), ks, lane);
+      frag::load_a_mmajor(qdl, reinterpret_cast<const unsigned char*>(sm.qd_lo), ks, lane);
+      frag::load_b_nmajor(kih, reinterpret_cast<const unsigned char*>(sm.ki_hi), ks, lane);
+      frag::load_b_nmajor(kil, reinterpret_cast<const unsigned char*>(sm.ki_lo), ks, lane);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint32_t bh[2] = {kih[2 * nt], kih[2 * nt + 1]}, bl[2] = {kil[2 * nt], kil[2 * nt + 1]};
+        ptx::mma_m16n8k16_bf16_f32(a[nt], kdh, bh);  // A: one bf16 pass (no measurable effect)
+        ptx::mma_m16n8k16_bf16_f32(m[nt], qdl, bh);
+        ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bl);
+        ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bh);
+      }
+    }
+    // sm.partial aliases sm.G, which no thread reads after phase 3.
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int e = ptx::Frag::c_row(lane, r) * 16 + nt * 8 + ptx::Frag::c_col(lane, r);
+        sm.partial[0][warp][e] = a[nt][r];
+        sm.partial[1][warp][e] = m[nt][r];
+      }
+    __syncthreads();  // also: every read of Ki is done, A and M may overwrite it
+    const int i = tid >> 3;
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = (tid & 7) * 2 + jj, e = i * 16 + j;
+      const float sa = sm.partial[0][0][e] + sm.partial[0][1][e] + sm.partial[0][2][e] + sm.partial[0][3][e];
+      const float smq = sm.partial[1][0][e] + sm.partial[1][1][e] + sm.partial[1][2][e] + sm.partial[1][3][e];
+      sm.A[i * kSld + j] = j < i ? sm.b[i] * sa : 0.0f;
+      sm.M[i * kSld + j] = j <= i ? smq : 0.0f;
+    }
+  } else {
+    // Unbounded decay: form each exponent G_i - G_j <= 0 directly (never overflows).
+    const int i = tid >> 3;
+    const int j0 = (tid & 7) * 2;
+    float a[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f};
+    if (j0 <= i) {
+      for (int c = 0; c < 128; ++c) {
+        const float gi = sm.G[i * kLd + c];
+        const float ki_ = sm.khat[i * kLd + c];
+        const float qi = sm.qhat[i * kLd + c];
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          const int j = j0 + jj;
+          const float w = sm.khat[j * kLd + c] * exp2_fast(gi - sm.G[j * kLd + c]);
+          a[jj] = fmaf(ki_, w, a[jj]);
+          m[jj] = fmaf(qi, w, m[jj]);
+        }
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = j0 + jj;
+      sm.A[i * kSld + j] = j < i ? sm.b[i] * a[jj] : 0.0f;
+      sm.M[i * kSld + j] = j <= i ? m[jj] : 0.0f;  // q̂ carries the scale
+    }
+  }
+  __syncthreads();
+
+  // ---- Phase 5: T = (I + A)^-1, lane c of warp 0 owns column c --------------------------------
+  if (tid < 16) {
+    const int c = tid;
+    float col[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;  // two chains: half the dependent latency
+#pragma unroll
+      for (int j = 0; j < i; j += 2) {
+        acc0 = fmaf(-sm.A[i * kSld + j], col[j], acc0);
+        if (j + 1 < i) acc1 = fmaf(-sm.A[i * kSld + j + 1], col[j + 1], acc1);
+      }
+      col[i] = acc0 + acc1;
+    }
+    const float bc = sm.b[c];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sm.Tb[i * kSld + c] = col[i] * bc;
+  }
+  __syncthreads();
+
+  // ---- Phase 6: P = M·Tb, Tb and P as hi/lo pairs; Wd = Tb·Kd -----------------------------------
+  {
+    const int i = tid >> 3;
+    const int j0 = (tid & 7) * 2;
+    uint16_t* tb_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbHiOffset);
+    uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);
+    uint16_t* p_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPHiOffset);
+    uint16_t* p_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPLoOffset);
+    float pv[2];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = j0 + jj;
+      float acc = 0.0f;  // M is lower and Tb lower triangular: the full sum is exact
+#pragma unroll
+      for (int l = 0; l < 16; ++l) acc = fmaf(sm.M[i * kSld + l], sm.Tb[l * kSld + j], acc);
+      sm.P[i * kSld + j] = acc;
+      pv[jj] = acc;
+    }
+    // Columns j0, j0 + 1 are adjacent in the record's small layout: one 4-byte store per half.
+    const uint32_t idx = ChunkRecord::small_index(i, j0);
+    uint32_t hi, lo;
+    ptx::split_bf16x2(sm.Tb[i * kSld + j0], sm.Tb[i * kSld + j0 + 1], hi, lo);
+    *reinterpret_cast<uint32_t*>(tb_hi + idx) = hi;
+    *reinterpret_cast<uint32_t*>(tb_lo + idx) = lo;
+    ptx::split_bf16x2(pv[0], pv[1], hi, lo);
+    *reinterpret_cast<uint32_t*>(p_hi + idx) = hi;
+    *reinterpret_cast<uint32_t*>(p_lo + idx) = lo;
+  }
+  {
+    uint32_t th[4];
+    frag::load_a_f32(sm.Tb, kSld, false, lane, th);
+    wide_product<false, kBounds>(th, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
+                                 sm.wd_sq[warp]);
+  }
+  __syncthreads();
+
+  // ---- Bounded warm-up: the chunk's bound (design.md §3.2) ---------------------------------------
+  // The chunk maps a state S to S·A + B with A = Diag(Γ) − Wdᵀ·Kr, so what a warm-up drops shrinks
+  // by ‖A‖₂ <= max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖ per chunk (triangle inequality over the rank-one terms;
+  // the first term alone, spec §10's bound, ignores the delta rule moving state between key
+  // channels). Stored as log2, rounded up by 2^-10 relative.
+  if (kBounds && warp == 0) {  // lanes 0..15: row i; hardware sqrt, exp2, log2
+    const float g = float_from_order_key(max(max(sm.bound[0], sm.bound[1]), max(sm.bound[2], sm.bound[3])));
+    float mix = 0.0f;
+    if (lane < 16) {
+      const float wd = (sm.wd_sq[0][lane] + sm.wd_sq[1][lane]) + (sm.wd_sq[2][lane] + sm.wd_sq[3][lane]);
+      float kr = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) kr += sm.kr_sq[lane][j];
+      const float x = wd * kr;  // ‖Wd_i‖²·‖Kr_i‖²
+      mix = x > 0.0f ? x * rsqrtf(x) : 0.0f;
+    }
+#pragma unroll
+    for (int off = 8; off >= 1; off >>= 1) mix += __shfl_xor_sync(0xffffffffu, mix, off);
+    if (lane == 0) {
+      float bound = __int_as_float(0x7f800000);  // +inf: nothing bounded
+      const float x = (exp2_fast(g) + mix) * (1.0f + 0x1p-10f);
+      if (g <= 0.0f && x <= 3.0e38f) bound = __log2f(x);  // NaN fails both tests
+      p.chunk_bounds[static_cast<int64_t>(hv) * p.seq.num_vchunks + vc] = bound;
+    }
+  }
+
+  // ---- Phase 7: Qp = Qd − P·Kd -------------------------------------------------------------------
+  {
+    uint32_t ph[4];
+    frag::load_a_f32(sm.P, kSld, true, lane, ph);
+    wide_product<true>(ph, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kQpOffset));
+  }
+}
+
+}  // namespace kda::sm90
+
