@@ -20,8 +20,10 @@
 // Producer (last warp): per chunk, the chunk record (chunk_record.cuh) and the slice's values by
 //         cp.async (16 bytes per lane and step; rows past the sequence zero-filled), into a
 //         kStages-deep ring of stages, completing on full[stage] (one arrival per lane);
-//         consumers release a stage with one arrive per warp on empty[stage]. (cp.async rather than
-//         bulk copies: the values come in 16 strided rows, one copy-engine request each.)
+//         consumers release a stage with one arrive per lane on empty[stage] (each lane's reads
+//         released by its own arrive: compute-sanitizer's racecheck follows that hand-off, not a
+//         __syncwarp followed by one arrive per warp; tests/gpu/test_ring_sync.cu). (cp.async
+//         rather than bulk copies: the values come in 16 strided rows, one copy-engine request each.)
 // Shared: kStages (9 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
 //         rows padded by 16 bytes so ldmatrix is conflict-free), per row group a 16x16 bf16 output
 //         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
@@ -117,9 +119,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
-      // full: one cp.async arrival per producer lane; empty: one arrival per consumer warp.
+      // full: one cp.async arrival per producer lane; empty: one arrival per consumer lane.
       ptx::mbar_init(&full[s], kRecordBulk ? 33 : 32);
-      ptx::mbar_init(&empty[s], kWarps);
+      ptx::mbar_init(&empty[s], 32 * kWarps);
     }
     ptx::fence_barrier_init();
   }
@@ -354,10 +356,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       }
       store_out_rows(o, out_tile, p, span, hv, c, L, v0, lane);
     }
-    // Release the stage: one arrival per warp, after all its lanes' reads (the producer's next
-    // copies into the stage acquire this barrier first).
-    __syncwarp();
-    if (lane == 0) ptx::mbar_arrive(&empty[s]);
+    // Release the stage: one arrival per lane, after its reads (the producer's next copies into
+    // the stage acquire this barrier first).
+    ptx::mbar_arrive(&empty[s]);
   };
   if constexpr (kWarm) {
     const int warm_steps = c_out - c_start;  // warm-up chunks (no outputs)

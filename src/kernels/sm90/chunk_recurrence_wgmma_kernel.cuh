@@ -18,7 +18,7 @@
 // panels ([panel][row][128 B], the same XOR), Wd and Qp one 32-row tile, Tb and P (hi, lo) two
 // 32-row 32B-swizzled tiles; the values of each warpgroup's rows a [16 tokens][64 rows] 128B-
 // swizzled tile (the MN-major A operand Vᵀ). Barriers as in chunk_recurrence_kernel: full[stage]
-// (one cp.async arrival per producer lane), empty[stage] (one arrival per consumer warp, after its
+// (one cp.async arrival per producer lane), empty[stage] (one arrival per consumer lane, after its
 // warpgroup's products have read the stage: wgmma.wait_group 0).
 #pragma once
 
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::kStages; ++s) {
       ptx::mbar_init(&full[s], 32);
-      ptx::mbar_init(&empty[s], L::kConsumerWarps);
+      ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
     ptx::fence_barrier_init();
   }
@@ -237,8 +237,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     }
     ptx::wgmma_wait_group<0>();
     S.fence_operand();
-    __syncwarp();
-    if (lane == 0) ptx::mbar_arrive(&empty[s]);
+    ptx::mbar_arrive(&empty[s]);  // one arrival per lane (tests/gpu/test_ring_sync.cu)
   };
   if constexpr (kWarm) {
     const int warm_steps = c_out - c_start;
