@@ -1,15 +1,16 @@
 // context_combine_kernel: the combine step of context parallelism (src/launch/plan.h). For each
 // (sequence, value head) the start state of segment p+1 is S(p+1) = Sp·Mp + Lp (p = 1..P-2,
 // S1 = E0), where Lp (segment p's end state from zero) sits in states slot p and is overwritten in
-// place by S(p+1), and Mp is transitions slot p-1. Rows of S are independent, so a CTA owns 8 rows
-// of one unit and walks p sequentially, in float32 on CUDA cores (the products are exact to fp32
-// rounding, like the reference's state).
+// place by S(p+1), and Mp is transitions slot p-1. Rows of S are independent, so a CTA owns
+// kCombineRows rows of one unit and walks p sequentially, in float32 on CUDA cores (the products
+// are exact to fp32 rounding, like the reference's state).
 //
 // With the bounded warm-up (plan.h), only units that fell back to the exact path are combined.
-// Grid: units x 16 CTAs (8 rows each). Block: 512 threads; thread (column j = t % 128, quarter
-// q = t / 128) sums k in [32q, 32q + 32) for its 8 rows; the quarters meet in shared memory. The
-// next transition's 32 values per thread are loaded before the current step's sums (they do not
-// depend on S), so each step costs its arithmetic and two barriers, not an L2 round trip.
+// Grid: units x 128 / kCombineRows CTAs (kCombineRows rows each). Block: 512 threads; thread
+// (column j = t % 128, quarter q = t / 128) sums k in [32q, 32q + 32) for its rows; the quarters
+// meet in shared memory. The next transition's 32 values per thread are loaded before the current
+// step's sums (they do not depend on S), so each step costs its arithmetic and two barriers, not an
+// L2 round trip.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,15 @@
 
 namespace kda::sm90 {
 
-constexpr int kCombineRows = 8;
+// State rows per CTA (build-time knob; the result does not depend on it, the per-row arithmetic
+// being the same). Each step's time is the CTA's chain of sums and barriers, about the same for 4
+// and 8 rows; 4 rows let 12 units' combine run in one wave (T2048_H12_N1_LM: 28.1 -> 22.1 us), but
+// double the CTAs of the launch that warm-up plans make without needing it (2-3% slower on the
+// small random-gate cases, docs/performance_notes.md), so 8 stays the default.
+#ifndef FLASH_KDA_COMBINE_ROWS
+#define FLASH_KDA_COMBINE_ROWS 8
+#endif
+constexpr int kCombineRows = FLASH_KDA_COMBINE_ROWS;
 constexpr int kCombineThreads = 512;
 
 __global__ void __launch_bounds__(kCombineThreads) context_combine_kernel(CombineParams p) {
