@@ -126,7 +126,7 @@ stage_sanitizer() {
   r=$?
   echo "memcheck (GpuConcurrency.ThreadsAndStreams*): exit $r; $(grep -E 'ERROR SUMMARY' "$LOG/sanitizer_concurrency.log" | tail -1)"
   [ $r -eq 0 ] || rc=$((rc + 1))
-  if [ "${SANITIZER_INFO:-1}" = 0 ]; then record sanitizer $rc "logs: sanitizer_*.log (informational racecheck runs skipped)"; return; fi
+  if [ "${SANITIZER_INFO:-1}" = 0 ]; then record sanitizer $rc "logs: sanitizer_*.log (informational racecheck run skipped)"; return; fi
   timeout 600 compute-sanitizer --tool racecheck "$BUILD/tests/gpu/test_gpu" --gtest_filter=RingSync.LaneZeroReleasesAfterSyncwarp \
     >"$LOG/sanitizer_racecheck_lane0.log" 2>&1
   echo "racecheck (information, expected to report: one release per warp after __syncwarp): $(grep -E 'RACECHECK SUMMARY' "$LOG/sanitizer_racecheck_lane0.log" | tail -1)"

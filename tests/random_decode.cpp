@@ -35,15 +35,8 @@ RandomDecode make_random_decode(const DecodeSpec& spec) {
   d.N = s.cu_seqlens.empty() ? s.B : static_cast<int64_t>(s.cu_seqlens.size()) - 1;
   d.cols = s.idx_dims == 2 ? (s.idx_cols > 0 ? s.idx_cols : s.T) : 1;
   std::mt19937_64 rng(s.seed);
-  TokenInputs x = draw_token_inputs(rng, s.B, s.T, s.H, s.HV, s.gate, s.g_scale, s.with_A_log, s.with_dt_bias);
-  d.q = std::move(x.q);
-  d.k = std::move(x.k);
-  d.v = std::move(x.v);
-  d.g = std::move(x.g);
-  d.beta = std::move(x.beta);
-  d.out = std::move(x.out);
-  d.A_log = std::move(x.A_log);
-  d.dt_bias = std::move(x.dt_bias);
+  take_token_inputs(draw_token_inputs(rng, s.B, s.T, s.H, s.HV, s.gate, s.g_scale, s.with_A_log, s.with_dt_bias),
+                    d);
   const int64_t pool_numel = s.slots * s.HV * D * D;
   if (s.pool == KDA_DTYPE_F32) {
     std::normal_distribution<float> nd(0.0f, 1.0f);

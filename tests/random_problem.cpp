@@ -45,15 +45,8 @@ RandomProblem make_random_problem(const ProblemSpec& s) {
   p.spec = s;
   p.N = s.cu_seqlens.empty() ? s.B : static_cast<int64_t>(s.cu_seqlens.size()) - 1;
   std::mt19937_64 rng(s.seed);
-  TokenInputs x = draw_token_inputs(rng, s.B, s.T, s.H, s.HV, s.gate, s.g_scale, s.with_A_log, s.with_dt_bias);
-  p.q = std::move(x.q);
-  p.k = std::move(x.k);
-  p.v = std::move(x.v);
-  p.g = std::move(x.g);
-  p.beta = std::move(x.beta);
-  p.out = std::move(x.out);
-  p.A_log = std::move(x.A_log);
-  p.dt_bias = std::move(x.dt_bias);
+  take_token_inputs(draw_token_inputs(rng, s.B, s.T, s.H, s.HV, s.gate, s.g_scale, s.with_A_log, s.with_dt_bias),
+                    p);
   if (s.with_dt_bias && s.slow_every > 0)
     for (int64_t i = 0; i < s.HV * D; ++i)
       if ((s.slow_heads >> ((i / D) % 64) & 1u) && (i % D) % s.slow_every == 0) p.dt_bias[i] = s.slow_dt_bias;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
@@ -60,5 +61,19 @@ struct TokenInputs {
 };
 TokenInputs draw_token_inputs(std::mt19937_64& rng, int64_t B, int64_t T, int64_t H, int64_t HV, kda_gate gate,
                               float g_scale, bool with_A_log, bool with_dt_bias);
+
+// Moves drawn token inputs into the buffers of the same names of a problem (RandomProblem,
+// RandomDecode).
+template <typename Problem>
+void take_token_inputs(TokenInputs&& x, Problem& p) {
+  p.q = std::move(x.q);
+  p.k = std::move(x.k);
+  p.v = std::move(x.v);
+  p.g = std::move(x.g);
+  p.beta = std::move(x.beta);
+  p.out = std::move(x.out);
+  p.A_log = std::move(x.A_log);
+  p.dt_bias = std::move(x.dt_bias);
+}
 
 }  // namespace kda::test

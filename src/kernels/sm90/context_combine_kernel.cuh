@@ -22,9 +22,9 @@ namespace kda::sm90 {
 
 // State rows per CTA (build-time knob; the result does not depend on it, the per-row arithmetic
 // being the same). Each step's time is the CTA's chain of sums and barriers, about the same for 4
-// and 8 rows; 4 rows let 12 units' combine run in one wave (T2048_H12_N1_LM: 28.1 -> 22.1 us), but
-// double the CTAs of the launch that warm-up plans make without needing it (2-3% slower on the
-// small random-gate cases, docs/performance_notes.md), so 8 stays the default.
+// and 8 rows; 4 rows made the 12-unit combine faster (T2048_H12_N1_LM: 28.1 -> 22.1 us; with 8 rows
+// its 192 CTAs exceed one per SM) but double the CTAs of the launch that warm-up plans make without
+// needing it (3% slower on small random-gate cases, docs/performance_notes.md): 8 stays the default.
 #ifndef FLASH_KDA_COMBINE_ROWS
 #define FLASH_KDA_COMBINE_ROWS 8
 #endif
