@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "reference/common.h"
+#include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/gate_math.cuh"
 
 namespace kda::test {
@@ -136,6 +137,29 @@ TEST(KernelMath, OverflowGuardsMatchTheReferenceAndStayFinite) {
   EXPECT_TRUE(std::isfinite(128.0f * big * big));
   const float small = 0x1p60f * sm90::kL2RescaleFactor;
   EXPECT_GT(small * small, std::numeric_limits<float>::min());
+}
+
+
+// fast_div.h: the preparation's query head hv / group by a multiply-high. Exhaustive over the
+// range the kernels use (n < 65536, the grid's y limit; every divisor up to 65535 with n·d < 2^32),
+// and a division by zero-magic (d = 1) returns n.
+TEST(KernelMath, FastDivisionIsExactOnTheKernelsRange) {
+  int64_t checked = 0;
+  for (uint32_t d = 1; d < 65536; d = d < 300 ? d + 1 : d * 2 + 1) {
+    const uint32_t magic = sm90::fast_div_magic(d);
+    if (d == 1) {
+      EXPECT_EQ(magic, 0u);
+    }
+    for (uint32_t n = 0; n < 65536 && static_cast<uint64_t>(n) * d < (uint64_t{1} << 32); ++n) {
+      ASSERT_EQ(sm90::fast_div(n, magic), n / d) << n << " / " << d;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10000000);
+  // The largest operands the grid allows.
+  for (uint32_t d : {2u, 3u, 7u, 255u, 4097u, 65535u}) {
+    EXPECT_EQ(sm90::fast_div(65535u, sm90::fast_div_magic(d)), 65535u / d);
+  }
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ DecodeParams make_params(const DecodeProblem& dp) {
   const Problem& pr = dp.pr;
   const kda_fwd_params& a = dp.fwd;
   const kda_decode_params& d = *dp.params;
-  DecodeParams p;
+  DecodeParams p{};
   p.seq.cu_seqlens = pr.varlen ? a.cu_seqlens.data : nullptr;
   p.seq.cu_is_i64 = a.cu_seqlens.dtype == KDA_DTYPE_I64;
   p.seq.N = static_cast<int32_t>(pr.N);

@@ -101,13 +101,18 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
 }  // namespace
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
-  SequenceLayout s;
+  SequenceLayout s{};
   s.cu_seqlens = pr.varlen ? pr.params->cu_seqlens.data : nullptr;
   s.cu_is_i64 = pr.varlen && pr.params->cu_seqlens.dtype == KDA_DTYPE_I64;
   s.N = static_cast<int32_t>(pr.N);
   s.T = static_cast<int32_t>(pr.T);
   s.T_total = static_cast<int32_t>(pr.T_total);
   s.num_vchunks = num_vchunks(pr);
+  const int64_t per = (static_cast<int64_t>(s.T) + 15) / 16;  // chunks per batch row (fixed mode)
+  if (!pr.varlen && per > 0 && s.num_vchunks <= (int64_t{1} << 32) / per - 1) {
+    s.per_magic = fast_div_magic(static_cast<uint32_t>(per));
+    s.per_fast = 1;
+  }
   return s;
 }
 
@@ -220,7 +225,7 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   const kda_fwd_params& a = *pr.params;
   const SequenceLayout seq = make_sequence_layout(pr);
   if (seq.num_vchunks == 0) return make_ok();
-  PrepParams pp;
+  PrepParams pp{};  // value-initialised: a field left unset is zero, never stale stack bytes
   pp.seq = seq;
   pp.q = static_cast<const uint16_t*>(a.q.data);
   pp.k = static_cast<const uint16_t*>(a.k.data);
@@ -235,6 +240,7 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   pp.H = static_cast<int32_t>(pr.H);
   pp.HV = static_cast<int32_t>(pr.HV);
   pp.group = static_cast<int32_t>(pr.group());
+  pp.group_magic = fast_div_magic(static_cast<uint32_t>(pp.group));
   pp.g_is_f32 = a.g.dtype == KDA_DTYPE_F32;
   pp.beta_is_f32 = a.beta.dtype == KDA_DTYPE_F32;
   pp.beta_sigmoid = a.beta_sigmoid != 0;

@@ -117,10 +117,10 @@ __global__ void probe_values_times_small(const uint16_t* V /*[16][16]*/, const u
 }
 
 // Y[16][16] = X[16][128] · W[16][128]ᵀ with X as A from a wide tile (m-major) and W as B (n-major):
-// the preparation kernel's Kd·Kiᵀ. Z[16][128] = F[16][16] · W with F a float tile split hi/lo
+// the preparation kernel's Kd·Kiᵀ (Y2: the same per n-tile, load_b_nmajor_ntile). Z[16][128] = F[16][16] · W with F a float tile split hi/lo
 // (A) and W as B (k-major): the preparation kernel's Tb·Kd, stored through store_c_wide_bf16.
 __global__ void probe_prep_products(const uint16_t* x_sw, const uint16_t* w_sw, const float* F, float* Y,
-                                    uint16_t* Z_sw) {
+                                    uint16_t* Z_sw, float* Y2) {
   __shared__ __align__(128) uint16_t x[16 * 128], w[16 * 128];
   __shared__ __align__(16) float f[16 * 24];
   const int lane = threadIdx.x;
@@ -141,6 +141,21 @@ __global__ void probe_prep_products(const uint16_t* x_sw, const uint16_t* w_sw, 
   }
   for (int nt = 0; nt < 2; ++nt)
     for (int r = 0; r < 4; ++r) Y[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = y[nt][r];
+  // Y again, one n-tile at a time with W's fragments two k-steps per load (the preparation's phase 4).
+  for (int nt = 0; nt < 2; ++nt) {
+    float y2[4] = {};
+    for (int kp = 0; kp < 4; ++kp) {
+      uint32_t b[4];
+      sm90::frag::load_b_nmajor_ntile(b, reinterpret_cast<const unsigned char*>(w), nt, kp, lane);
+      for (int h = 0; h < 2; ++h) {
+        uint32_t a[4];
+        sm90::frag::load_a_mmajor(a, reinterpret_cast<const unsigned char*>(x), 2 * kp + h, lane);
+        const uint32_t bb[2] = {b[2 * h], b[2 * h + 1]};
+        ptx::mma_m16n8k16_bf16_f32(y2, a, bb);
+      }
+    }
+    for (int r = 0; r < 4; ++r) Y2[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = y2[r];
+  }
   uint32_t fh[4], fl[4];
   sm90::frag::load_a_f32_split(f, 24, false, lane, fh, fl);
   for (int p = 0; p < 8; ++p) {
@@ -306,10 +321,11 @@ TEST(Ptx, PreparationProductsFromRecordTiles) {
     for (int c = 0; c < 128; ++c)
       for (int j = 0; j < 16; ++j) z_ref[i * 128 + c] += double(F[i * 16 + j]) * W[j * 128 + c];
   Buf<uint16_t> dx(x_sw), dw(w_sw), dz(16 * 128);
-  Buf<float> dF(F), dY(256);
-  probe_prep_products<<<1, 32>>>(dx.d, dw.d, dF.d, dY.d, dz.d);
+  Buf<float> dF(F), dY(256), dY2(256);
+  probe_prep_products<<<1, 32>>>(dx.d, dw.d, dF.d, dY.d, dz.d, dY2.d);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_LT(max_rel(dY.get(), y_ref), 1e-5);
+  EXPECT_LT(max_rel(dY2.get(), y_ref), 1e-5);  // load_b_nmajor_ntile
   const std::vector<uint16_t> z_sw = dz.get();
   std::vector<float> z(16 * 128);
   for (int i = 0; i < 16; ++i)

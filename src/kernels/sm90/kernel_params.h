@@ -27,6 +27,10 @@ struct SequenceLayout {
   int32_t T;        // tokens per batch row (fixed mode)
   int32_t T_total;  // B * T
   int64_t num_vchunks;  // virtual chunks per value head (records per head in the workspace)
+  // Fixed mode: the sequence of virtual chunk vc is vc / chunks-per-row, by fast_div(vc, per_magic)
+  // when per_fast (num_vchunks · chunks-per-row < 2^32: exact, fast_div.h), else by a division.
+  uint32_t per_magic;
+  int32_t per_fast;
 };
 
 // Strides in elements of a [B, T, heads, D] tensor (D contiguous).
@@ -44,6 +48,7 @@ struct PrepParams {
   const float* A_log;    // nullptr: exp(A_log) = 1
   const float* dt_bias;  // [HV * 128] or nullptr
   int32_t H, HV, group;
+  uint32_t group_magic;  // fast_div_magic(group) (fast_div.h): the query head hv / group without a division
   int32_t g_is_f32, beta_is_f32;
   int32_t beta_sigmoid, qk_l2norm, allow_neg_eigval;
   float scale, lower_bound;

@@ -10,19 +10,18 @@
 //         2. (column map) G ← inclusive cumulative sum over the 16 rows; Γ = 2^G[15] to the record
 //         3. (row map) Kd as one bf16 tile, Qd (and Ki for the bounded gate) as bf16 hi + lo tiles in
 //            shared memory, Kr to the record; 16-byte stores, one swizzled chunk each
-//         4. A (strictly lower) and M (lower): bounded gate, tensor cores (warp w sums key columns
-//            [32w, 32w+32); M from hi·hi + lo·hi + hi·lo, A from one hi·hi pass; partial sums
-//            reduced through shared memory); unbounded gates, float32 dot products with pairwise
-//            exponents (never overflow)
+//         4. A (strictly lower) and M (lower): bounded gate, tensor cores (warps 0 and 1, one n-tile
+//            of both over all 128 key columns; M from hi·hi + lo·hi + hi·lo, A from one hi·hi pass);
+//            unbounded gates, float32 dot products with pairwise exponents (never overflow)
 //         5. T = (I + A)^-1 by forward substitution (warp 0, lane = column), Tb = T·Diag(b)
-//         6. P = M·Tb; Tb and P to the record as bf16 hi/lo pairs; Wd = Tb·Kd (tensor cores, warp w
-//            owns key columns [32w, 32w+32), one bf16 pass)
+//         6. P = M·Tb (tensor cores, warps 0-1, hi/lo operands); Tb and P to the record as bf16 hi/lo
+//            pairs; Wd = Tb·Kd (tensor cores, warp w owns key columns [32w, 32w+32), one bf16 pass)
 //         7. Qp = Qd − P·Kd (idem; Qd added exactly, as hi + lo)
 //         kBounds only (the bounded warm-up's plans, docs/design.md §3.2): the chunk bound
 //            log2(max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖) from per-warp maxima of G[15] (phase 2), Kr's row
 //            norms (phase 3) and Wd's (phase 6), written by warp 0 after phase 6
-// Shared memory (bounded gate, 30 KB: six CTAs per SM): G [16][132] float (aliased by the phase-4
-//         partial sums), Kd, Qd hi/lo, Ki hi/lo: 5 x [16][128] bf16 in the record layout (Ki aliased
+// Shared memory (bounded gate, 30 KB: six CTAs per SM): G [16][132] float (aliased in phases 6-7
+//         by Wd and Qp, staged for 16-byte stores), Kd, Qd hi/lo, Ki hi/lo: 5 x [16][128] bf16 in the record layout (Ki aliased
 //         by A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16, the bound's
 //         partial sums (1.3 KB). Unbounded gates add k̂ and q̂ as [16][132] float.
 // Precision: the products whose operands' precision shows in the results carry ~16 significant
@@ -37,6 +36,7 @@
 #include <cstdint>
 
 #include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/gate_math.cuh"
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_fragments.cuh"
@@ -55,7 +55,7 @@ struct PrepSmem {
   static constexpr bool kPairwise = kGate != GateKind::kBounded;
   union {
     float G[16 * kLd];         // per-element log2-decay, then its inclusive cumulative sum
-    float partial[2][4][256];  // bounded gate, phase 4: per-warp partial A and M
+    uint16_t wide_out[2][kTile];  // phases 6-7: Wd and Qp in the record layout, copied out at the end
   };
   uint16_t kd_hi[kTile], qd_hi[kTile], qd_lo[kTile];  // Kd as one bf16 (A, Wd, Qp); Qd as hi + lo (M, Qp)
   union {
@@ -96,7 +96,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   const SequenceSpan span = sequence_span(p.seq, seq);
   const int tok0 = span.t0 + chunk * 16;  // first token of the chunk within its batch row
   const int L = min(16, span.len - chunk * 16);
-  const int hq = hv / p.group;
+  const int hq = static_cast<int>(fast_div(static_cast<uint32_t>(hv), p.group_magic));  // hv / group
   uint8_t* rec = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + vc) * ChunkRecord::kBytes;
 
   // ---- Phase 1 (row map): loads, L2 norm, gate ---------------------------------------------------
@@ -105,21 +105,32 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   {
     uint4 qraw[2], kraw[2], graw[2][2];
     float dtb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    // The thread's rows r0 and r0 + 8: element offsets of row r0 once; row r0 + 8 is eight token
+    // strides further. A whole chunk (every chunk but a sequence's last) loads without predicates.
+    const int r0 = tid >> 4;
+    const int64_t t0 = tok0 + r0;
+    const uint16_t* qrow = p.q + (span.batch * p.q_st.b + t0 * p.q_st.t + hq * p.q_st.h + 8 * vec);
+    const uint16_t* krow = p.k + (span.batch * p.k_st.b + t0 * p.k_st.t + hq * p.k_st.h + 8 * vec);
+    const int64_t grow = span.batch * p.g_st.b + t0 * p.g_st.t + hv * p.g_st.h + 8 * vec;
+    auto load_row = [&](int h) {
+      qraw[h] = *reinterpret_cast<const uint4*>(qrow + 8 * h * p.q_st.t);
+      kraw[h] = *reinterpret_cast<const uint4*>(krow + 8 * h * p.k_st.t);
+      const int64_t goff = grow + 8 * h * p.g_st.t;
+      if (p.g_is_f32) {
+        graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff);
+        graw[h][1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff + 4);
+      } else {
+        graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.g) + goff);
+      }
+    };
+    if (L == 16) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      qraw[h] = kraw[h] = graw[h][0] = graw[h][1] = make_uint4(0, 0, 0, 0);
-      const int r = (tid >> 4) + 8 * h;
-      if (r < L) {
-        const int64_t t = tok0 + r;
-        qraw[h] = *reinterpret_cast<const uint4*>(p.q + span.batch * p.q_st.b + t * p.q_st.t + hq * p.q_st.h + 8 * vec);
-        kraw[h] = *reinterpret_cast<const uint4*>(p.k + span.batch * p.k_st.b + t * p.k_st.t + hq * p.k_st.h + 8 * vec);
-        const int64_t goff = span.batch * p.g_st.b + t * p.g_st.t + hv * p.g_st.h + 8 * vec;
-        if (p.g_is_f32) {
-          graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff);
-          graw[h][1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff + 4);
-        } else {
-          graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.g) + goff);
-        }
+      for (int h = 0; h < 2; ++h) load_row(h);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        qraw[h] = kraw[h] = graw[h][0] = graw[h][1] = make_uint4(0, 0, 0, 0);
+        if (r0 + 8 * h < L) load_row(h);
       }
     }
     if (kGate != GateKind::kPreactivated && p.dt_bias != nullptr) {
@@ -265,43 +276,38 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   // ---- Phase 4: A = Diag(b)·strict_lower(...), M = lower(...) -------------------------------------
   if constexpr (kGate == GateKind::kBounded) {
     // 2^{G_i - G_j} = 2^{G_i} · 2^{-G_j}: |G| <= 115.4 keeps both factors finite.
-    float a[2][4] = {}, m[2][4] = {};
+    // Warp w < 2 forms n-tile w (columns [8w, 8w + 8)) of A and M over all 128 key columns, so no
+    // partial sums cross warps; M's hi·hi pass and its two lo passes accumulate apart (chains of 8).
+    float a[4] = {}, mhh[4] = {}, mlo[4] = {};
+    if (warp < 2) {
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      const int ks = 2 * warp + kk;
-      uint32_t kdh[4], qdh[4], qdl[4], kih[4], kil[4];
-      frag::load_a_mmajor(kdh, reinterpret_cast<const unsigned char*>(sm.kd_hi), ks, lane);
-      frag::load_a_mmajor(qdh, reinterpret_cast<const unsigned char*>(sm.qd_hi), ks, lane);
-      frag::load_a_mmajor(qdl, reinterpret_cast<const unsigned char*>(sm.qd_lo), ks, lane);
-      frag::load_b_nmajor(kih, reinterpret_cast<const unsigned char*>(sm.ki_hi), ks, lane);
-      frag::load_b_nmajor(kil, reinterpret_cast<const unsigned char*>(sm.ki_lo), ks, lane);
+      for (int kp = 0; kp < 4; ++kp) {
+        uint32_t kih[4], kil[4];  // the warp's n-tile for k-steps 2kp, 2kp + 1
+        frag::load_b_nmajor_ntile(kih, reinterpret_cast<const unsigned char*>(sm.ki_hi), warp, kp, lane);
+        frag::load_b_nmajor_ntile(kil, reinterpret_cast<const unsigned char*>(sm.ki_lo), warp, kp, lane);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const uint32_t bh[2] = {kih[2 * nt], kih[2 * nt + 1]}, bl[2] = {kil[2 * nt], kil[2 * nt + 1]};
-        ptx::mma_m16n8k16_bf16_f32(a[nt], kdh, bh);  // A: one bf16 pass (no measurable effect)
-        ptx::mma_m16n8k16_bf16_f32(m[nt], qdl, bh);
-        ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bl);
-        ptx::mma_m16n8k16_bf16_f32(m[nt], qdh, bh);
+        for (int h = 0; h < 2; ++h) {
+          const int ks = 2 * kp + h;
+          uint32_t kdh[4], qdh[4], qdl[4];
+          frag::load_a_mmajor(kdh, reinterpret_cast<const unsigned char*>(sm.kd_hi), ks, lane);
+          frag::load_a_mmajor(qdh, reinterpret_cast<const unsigned char*>(sm.qd_hi), ks, lane);
+          frag::load_a_mmajor(qdl, reinterpret_cast<const unsigned char*>(sm.qd_lo), ks, lane);
+          const uint32_t bh[2] = {kih[2 * h], kih[2 * h + 1]}, bl[2] = {kil[2 * h], kil[2 * h + 1]};
+          ptx::mma_m16n8k16_bf16_f32(a, kdh, bh);  // A: one bf16 pass (no measurable effect)
+          ptx::mma_m16n8k16_bf16_f32(mlo, qdl, bh);
+          ptx::mma_m16n8k16_bf16_f32(mlo, qdh, bl);
+          ptx::mma_m16n8k16_bf16_f32(mhh, qdh, bh);
+        }
       }
     }
-    // sm.partial aliases sm.G, which no thread reads after phase 3.
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    __syncthreads();  // every read of Ki is done: A and M (aliasing it) may be written
+    if (warp < 2) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int e = ptx::Frag::c_row(lane, r) * 16 + nt * 8 + ptx::Frag::c_col(lane, r);
-        sm.partial[0][warp][e] = a[nt][r];
-        sm.partial[1][warp][e] = m[nt][r];
+        const int i = ptx::Frag::c_row(lane, r), j = 8 * warp + ptx::Frag::c_col(lane, r);
+        sm.A[i * kSld + j] = j < i ? sm.b[i] * a[r] : 0.0f;
+        sm.M[i * kSld + j] = j <= i ? mhh[r] + mlo[r] : 0.0f;
       }
-    __syncthreads();  // also: every read of Ki is done, A and M may overwrite it
-    const int i = tid >> 3;
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int j = (tid & 7) * 2 + jj, e = i * 16 + j;
-      const float sa = sm.partial[0][0][e] + sm.partial[0][1][e] + sm.partial[0][2][e] + sm.partial[0][3][e];
-      const float smq = sm.partial[1][0][e] + sm.partial[1][1][e] + sm.partial[1][2][e] + sm.partial[1][3][e];
-      sm.A[i * kSld + j] = j < i ? sm.b[i] * sa : 0.0f;
-      sm.M[i * kSld + j] = j <= i ? smq : 0.0f;
     }
   } else {
     // Unbounded decay: form each exponent G_i - G_j <= 0 directly (never overflows).
@@ -352,38 +358,47 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   __syncthreads();
 
   // ---- Phase 6: P = M·Tb, Tb and P as hi/lo pairs; Wd = Tb·Kd -----------------------------------
+  // P on the tensor cores (warps 0 and 1, n-tile = warp): M and Tb as bf16 hi + lo pairs, all four
+  // partial products, so P carries ~16 significant bits, as much as its hi/lo pair in the record.
+  if (warp < 2) {
+    const int g = ptx::Frag::grp(lane), q2 = 2 * ptx::Frag::qid(lane), n = 8 * warp + g;
+    uint32_t mh[4], ml[4], bh[2], bl[2];
+    frag::load_a_f32_split(sm.M, kSld, false, lane, mh, ml);
+    ptx::split_bf16x2(sm.Tb[q2 * kSld + n], sm.Tb[(q2 + 1) * kSld + n], bh[0], bl[0]);  // B: k = row of Tb
+    ptx::split_bf16x2(sm.Tb[(q2 + 8) * kSld + n], sm.Tb[(q2 + 9) * kSld + n], bh[1], bl[1]);
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    ptx::mma_m16n8k16_bf16_f32(c, ml, bl);  // small terms first
+    ptx::mma_m16n8k16_bf16_f32(c, ml, bh);
+    ptx::mma_m16n8k16_bf16_f32(c, mh, bl);
+    ptx::mma_m16n8k16_bf16_f32(c, mh, bh);
+    uint16_t* p_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPHiOffset);
+    uint16_t* p_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPLoOffset);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = g + 8 * h, col = 8 * warp + q2;
+      *reinterpret_cast<float2*>(&sm.P[row * kSld + col]) = make_float2(c[2 * h], c[2 * h + 1]);
+      uint32_t hi, lo;
+      ptx::split_bf16x2(c[2 * h], c[2 * h + 1], hi, lo);  // columns col, col + 1: adjacent in the record
+      *reinterpret_cast<uint32_t*>(p_hi + ChunkRecord::small_index(row, col)) = hi;
+      *reinterpret_cast<uint32_t*>(p_lo + ChunkRecord::small_index(row, col)) = lo;
+    }
+  }
   {
     const int i = tid >> 3;
     const int j0 = (tid & 7) * 2;
     uint16_t* tb_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbHiOffset);
     uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);
-    uint16_t* p_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPHiOffset);
-    uint16_t* p_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPLoOffset);
-    float pv[2];
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int j = j0 + jj;
-      float acc = 0.0f;  // M is lower and Tb lower triangular: the full sum is exact
-#pragma unroll
-      for (int l = 0; l < 16; ++l) acc = fmaf(sm.M[i * kSld + l], sm.Tb[l * kSld + j], acc);
-      sm.P[i * kSld + j] = acc;
-      pv[jj] = acc;
-    }
     // Columns j0, j0 + 1 are adjacent in the record's small layout: one 4-byte store per half.
     const uint32_t idx = ChunkRecord::small_index(i, j0);
     uint32_t hi, lo;
     ptx::split_bf16x2(sm.Tb[i * kSld + j0], sm.Tb[i * kSld + j0 + 1], hi, lo);
     *reinterpret_cast<uint32_t*>(tb_hi + idx) = hi;
     *reinterpret_cast<uint32_t*>(tb_lo + idx) = lo;
-    ptx::split_bf16x2(pv[0], pv[1], hi, lo);
-    *reinterpret_cast<uint32_t*>(p_hi + idx) = hi;
-    *reinterpret_cast<uint32_t*>(p_lo + idx) = lo;
   }
   {
     uint32_t th[4];
     frag::load_a_f32(sm.Tb, kSld, false, lane, th);
-    wide_product<false, kBounds>(th, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kWdOffset),
-                                 sm.wd_sq[warp]);
+    wide_product<false, kBounds>(th, sm, warp, lane, sm.wide_out[0], sm.wd_sq[warp]);
   }
   __syncthreads();
 
@@ -417,7 +432,18 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   {
     uint32_t ph[4];
     frag::load_a_f32(sm.P, kSld, true, lane, ph);
-    wide_product<true>(ph, sm, warp, lane, reinterpret_cast<uint16_t*>(rec + ChunkRecord::kQpOffset));
+    wide_product<true>(ph, sm, warp, lane, sm.wide_out[1]);
+  }
+  __syncthreads();
+
+  // ---- Wd and Qp to the record: 16-byte stores of whole rows (the fragments' 4-byte pieces went to
+  // shared memory; written straight to global memory they filled half of each 32-byte sector) ----
+  {
+    static_assert(ChunkRecord::kQpOffset == ChunkRecord::kWdOffset + 2 * Smem::kTile, "Wd, Qp adjacent");
+    const uint4* src = reinterpret_cast<const uint4*>(sm.wide_out);
+    uint4* dst = reinterpret_cast<uint4*>(rec + ChunkRecord::kWdOffset);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dst[tid + 128 * i] = src[tid + 128 * i];
   }
 }
 

@@ -3,6 +3,7 @@
 //   [16][128] bf16 operands ("wide", 16-byte chunks swizzled by row % 8):
 //     load_a_mmajor   A (m = row, k = column), k columns [16·ks, +16)
 //     load_b_nmajor   B (n = row, k = column) for n-tiles 0 and 1, k columns [16·ks, +16)
+//     load_b_nmajor_ntile  B (n = row, k = column) of one n-tile for two k-steps
 //     load_b_kmajor   B (k = row, n = column) for n-tiles 2p and 2p+1 (columns [16p, +16))
 //   [16][16] bf16 operands ("small", chunks swizzled by (row / 4) % 2):
 //     load_b_small    B (n = row, k = column) for both n-tiles
@@ -26,6 +27,14 @@ __device__ __forceinline__ void load_a_mmajor(uint32_t (&a)[4], const unsigned c
 __device__ __forceinline__ void load_b_nmajor(uint32_t (&b)[4], const unsigned char* op, int ks, int lane) {
   const int m = lane >> 3, r = lane & 7;
   ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(r + 8 * (m >> 1), 2 * ks + (m & 1)));
+}
+
+// B fragments of one n-tile (8 n rows [8·nt, +8)) for two k-steps 2·kp and 2·kp + 1 of an [n][k]
+// wide operand: {b[0], b[1]} for k-step 2·kp, {b[2], b[3]} for 2·kp + 1.
+__device__ __forceinline__ void load_b_nmajor_ntile(uint32_t (&b)[4], const unsigned char* op, int nt, int kp,
+                                                    int lane) {
+  const int m = lane >> 3, r = lane & 7;
+  ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(8 * nt + r, 4 * kp + m));
 }
 
 __device__ __forceinline__ void load_b_kmajor(uint32_t (&b)[4], const unsigned char* op, int p, int lane) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/kernel_params.h"
 
 namespace kda::sm90 {
@@ -50,7 +51,8 @@ __device__ __forceinline__ bool locate_chunk(const SequenceLayout& s, int64_t vc
   if (s.cu_seqlens == nullptr) {
     const int64_t per = (s.T + 15) / 16;
     if (per == 0) return false;
-    n = static_cast<int32_t>(vc / per);
+    n = s.per_fast ? static_cast<int32_t>(fast_div(static_cast<uint32_t>(vc), s.per_magic))
+                   : static_cast<int32_t>(vc / per);
   } else {
     // Largest n with base(n) <= vc (base is non-decreasing for valid cu_seqlens; for invalid
     // contents the search still ends inside [0, N)).
