@@ -7,7 +7,9 @@
 // Grid:   1-D, N·HV·kSlices CTAs as decode_kernel (kRowsPerCta = kThreads/kLanes x kPasses rows).
 // Block:  kThreads threads; pass r handles rows r·kRowsPerPass + warp·kGroups + group of the slice,
 //         one row per thread at a time, loaded from shared memory into registers.
-// Steps:  1. start slot and sequence as decode_kernel (padding: zeros out, exit)
+// Steps:  0. the last warp's lane 0, before griddepcontrol.wait: an L2 prefetch of the slice the indices name
+//            at that moment (guess_start_slot; the copy in step 2 then usually hits L2)
+//         1. start slot and sequence as decode_kernel (padding: zeros out, exit)
 //         2. thread 0: one mbarrier and one bulk copy per pass (its rows are contiguous)
 //         3. the warps prepare the tokens (one block of up to tok_cap tokens), barrier
 //         4'. each pass waits for its own copy (reads of later passes overlap the earlier passes'
@@ -34,7 +36,14 @@
 #define FLASH_KDA_DECODE_BULK_MIN_BLOCKS 1
 #endif
 
+// L2 prefetch of the state slice before griddepcontrol.wait (1) or none (0).
+#ifndef FLASH_KDA_DECODE_L2_PREFETCH
+#define FLASH_KDA_DECODE_L2_PREFETCH 1
+#endif
+
 namespace kda::sm90 {
+
+inline constexpr bool kL2Prefetch = FLASH_KDA_DECODE_L2_PREFETCH != 0;
 
 template <int kLanes, int kPasses, int kThreads, bool kF32>
 struct DecodeBulkLayout {
@@ -73,6 +82,13 @@ __global__ void __launch_bounds__(kThreads, FLASH_KDA_DECODE_BULK_MIN_BLOCKS)
   const int n = static_cast<int>(unit / p.HV), hv = static_cast<int>(unit % p.HV);
   const int row0 = slice * L::kRowsPerCta;
 
+  // While the previous grid may still run: an L2 prefetch of the slice the index names now, so
+  // that the copy after the wait finds it in L2 (a stale guess only costs bandwidth). By the last
+  // warp: thread 0's own path to the copy (wait, index, copy) gains no load.
+  if (kL2Prefetch && tid == kThreads - 32) {
+    const int64_t guess = guess_start_slot(p, n);
+    if (guess >= 0 && guess < p.slots) ptx::bulk_prefetch_l2(pool_row<kF32>(p, guess, hv, row0), L::kSliceBytes);
+  }
   ptx::wait_primary();
   const SequenceSpan span = sequence_span(p.seq, n);
   const int64_t start = slot_at(p, n, read_column(p, n));

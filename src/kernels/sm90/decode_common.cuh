@@ -109,6 +109,23 @@ __device__ __forceinline__ int read_column(const DecodeParams& p, int n) {
   return static_cast<int>((a < 1 ? 1 : (a > p.idx_cols ? p.idx_cols : a)) - 1);
 }
 
+// The start slot of sequence n as the index tensors read before the previous grid has completed
+// (a programmatic dependent launch): a guess for an L2 prefetch, never used to read or write the
+// pool. Loads bypass L1 (ld.global.cg), so the reads after griddepcontrol.wait find no stale line.
+__device__ __forceinline__ int64_t guess_start_slot(const DecodeParams& p, int n) {
+  if (p.indices == nullptr) return n;
+  auto load = [](const void* q, bool i64, int64_t off) -> int64_t {
+    return i64 ? static_cast<int64_t>(__ldcg(static_cast<const long long*>(q) + off))
+               : static_cast<int64_t>(__ldcg(static_cast<const int*>(q) + off));
+  };
+  int t = 0;
+  if (p.accepted != nullptr) {
+    const int64_t a = load(p.accepted, p.accepted_i64 != 0, n * p.accepted_stride);
+    t = static_cast<int>((a < 1 ? 1 : (a > p.idx_cols ? p.idx_cols : a)) - 1);
+  }
+  return load(p.indices, p.indices_i64 != 0, n * p.idx_stride_n + t * p.idx_stride_t);
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
   for (int off = 16; off >= 1; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
