@@ -141,6 +141,8 @@ void solve_chunk(const ChunkedRounding& r, Chunk* c) {
     for (int j = 0; j < C; ++j) c->Tb[i][j] = c->T[i][j] * c->b[j];
   auto left = [&](float x) { return round_if(r.round_wide_left, x); };
   auto kd = [&](int j, int k) { return round_if(r.round_wide_kd, c->Kd[j][k]); };
+  // P's operands as the kernel's tensor cores see them: hi + lo (their product is exact in float32).
+  auto pf = [&](float x) { return r.split_p_operands ? split_or_round(true, x) : x; };
   for (int i = 0; i < C; ++i) {
     for (int k = 0; k < D; ++k) {
       float acc = 0.0f;
@@ -149,7 +151,7 @@ void solve_chunk(const ChunkedRounding& r, Chunk* c) {
     }
     for (int j = 0; j < C; ++j) {
       float acc = 0.0f;
-      for (int m = j; m <= i; ++m) acc += c->M[i][m] * c->Tb[m][j];
+      for (int m = j; m <= i; ++m) acc += pf(c->M[i][m]) * pf(c->Tb[m][j]);
       c->P[i][j] = j <= i ? acc : 0.0f;
     }
   }

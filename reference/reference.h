@@ -25,6 +25,7 @@ struct ChunkedRounding {
   bool round_wide_kd = false;      // Kd as one bf16 in Wd = Tb·Kd and Qp = Qd − P·Kd
   bool split_u = false;            // U as a bf16 hi + lo pair in the update (overrides round_u)
   bool split_kr = false;           // Kr as a bf16 hi + lo pair in the update (overrides round_record for Kr)
+  bool split_p_operands = false;   // M and Tb as bf16 hi + lo pairs in P = M·Tb (the kernel since version 23)
 };
 
 // Token-by-token recurrence in float64. Inputs must be host pointers. `num_threads` <= 0: all cores.

@@ -153,6 +153,7 @@ void check_rounding_emulation(const GoldenCase& c, const std::string& dir) {
   reference::ChunkedRounding kernel;
   kernel.round_record = kernel.round_state_operand = kernel.split_state_operand = kernel.round_u = true;
   kernel.round_a_operands = kernel.round_wide_left = kernel.round_wide_kd = true;
+  kernel.split_p_operands = true;  // P = M·Tb from hi + lo pairs of both (version 23)
   double out_err = 0, state_err = 0;
   run_rounded(c, kernel, expected_o, expected_state, &out_err, &state_err);
   report(c.name, "emulated kernel (no Tb/P rounding)", out_err, state_err);

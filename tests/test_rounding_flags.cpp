@@ -73,7 +73,7 @@ TEST_F(RoundingFlags, EveryFlagChangesTheResult) {
   bool ChunkedRounding::*flags[] = {&ChunkedRounding::round_a_operands, &ChunkedRounding::round_m_operands,
                                     &ChunkedRounding::round_wide_left,  &ChunkedRounding::round_wide_kd,
                                     &ChunkedRounding::split_u,          &ChunkedRounding::split_kr,
-                                    &ChunkedRounding::round_small};
+                                    &ChunkedRounding::round_small,      &ChunkedRounding::split_p_operands};
   for (auto f : flags) {
     ChunkedRounding r = base;
     r.*f = true;

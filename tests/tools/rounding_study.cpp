@@ -31,12 +31,14 @@ struct Variant {
 
 // The kernel: the record's Wd, Qp and Kr as one bf16 each, the state operand as a hi + lo pair,
 // U as one bf16 (a hi + lo pair with the build knob FLASH_KDA_SPLIT_U=1); the preparation's A, Wd
-// and Qp from one bf16 per operand, M from hi + lo pairs (version 21). Before version 21 every
-// preparation product came from hi + lo pairs.
+// and Qp from one bf16 per operand, M from hi + lo pairs (version 21), P = M·Tb from hi + lo pairs
+// of both (version 23; before it, P in float32). Before version 21 every preparation product came
+// from hi + lo pairs.
 ChunkedRounding kernel_now() {
   ChunkedRounding r;
   r.round_record = r.round_state_operand = r.split_state_operand = r.round_u = true;
   r.round_a_operands = r.round_wide_left = r.round_wide_kd = true;
+  r.split_p_operands = true;  // P = M·Tb on the tensor cores from hi + lo pairs (version 23)
   return r;
 }
 
@@ -45,6 +47,9 @@ std::vector<Variant> variants() {
   const ChunkedRounding k = kernel_now();
   v.push_back({"kernel", k});
   ChunkedRounding r = k;
+  r.split_p_operands = false;
+  v.push_back({"P in float32 (before v23)", r});
+  r = k;
   r.round_a_operands = r.round_wide_left = r.round_wide_kd = false;
   v.push_back({"before v21 (prep all hi+lo)", r});
   r = k;
