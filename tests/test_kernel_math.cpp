@@ -5,10 +5,13 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "reference/common.h"
 #include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/gate_math.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/launch/launch.h"
 
 namespace kda::test {
 namespace {
@@ -159,6 +162,39 @@ TEST(KernelMath, FastDivisionIsExactOnTheKernelsRange) {
   // The largest operands the grid allows.
   for (uint32_t d : {2u, 3u, 7u, 255u, 4097u, 65535u}) {
     EXPECT_EQ(sm90::fast_div(65535u, sm90::fast_div_magic(d)), 65535u / d);
+  }
+}
+
+
+// make_sequence_layout turns the fast division of the preparation's chunk lookup (vc / chunks per
+// row) on only where it is exact: num_vchunks · chunks-per-row < 2^32 (SequenceLayout::per_fast).
+// The largest shapes sit on both sides of that line (T = 65536: 4096 chunks per row, B = 255 and 256).
+TEST(KernelMath, SequenceLayoutFastDivisionOnlyWhereExact) {
+  kda_fwd_params params{};
+  struct Shape {
+    int64_t B, T;
+    bool fast;
+  };
+  for (const Shape& sh : {Shape{1, 1, true}, Shape{1, 16, true}, Shape{1, 17, true}, Shape{4, 1000, true},
+                          Shape{3, 8192, true}, Shape{255, 65536, true}, Shape{256, 65536, false},
+                          Shape{4096, 16384, false}}) {
+    Problem pr;
+    pr.params = &params;
+    pr.B = pr.N = sh.B;
+    pr.T = sh.T;
+    pr.T_total = sh.B * sh.T;
+    const sm90::SequenceLayout s = sm90::make_sequence_layout(pr);
+    const int64_t per = (sh.T + 15) / 16;
+    ASSERT_EQ(s.num_vchunks, sh.B * per);
+    EXPECT_EQ(s.per_fast != 0, sh.fast) << sh.B << " x " << sh.T;
+    if (!s.per_fast) continue;
+    std::vector<int64_t> vcs = {0, 1, per - 1, per, per + 1, s.num_vchunks - 1};
+    for (int64_t i = 0; i < 2000; ++i) vcs.push_back((i * 2654435761LL) % s.num_vchunks);
+    for (int64_t vc : vcs) {
+      if (vc < 0 || vc >= s.num_vchunks) continue;
+      ASSERT_EQ(sm90::fast_div(static_cast<uint32_t>(vc), s.per_magic), static_cast<uint32_t>(vc / per))
+          << vc << " / " << per;
+    }
   }
 }
 
