@@ -143,9 +143,9 @@ TEST(KernelMath, OverflowGuardsMatchTheReferenceAndStayFinite) {
 }
 
 
-// fast_div.h: the preparation's query head hv / group by a multiply-high. Exhaustive over the
-// range the kernels use (n < 65536, the grid's y limit; every divisor up to 65535 with n·d < 2^32),
-// and a division by zero-magic (d = 1) returns n.
+// fast_div.h: the preparation's query head hv / group by a multiply-high. Every n < 65536 (the
+// grid's y limit) with n·d < 2^32, for every divisor below 300 and a geometric sweep (d -> 2d + 1)
+// up to 65535; a division by zero-magic (d = 1) returns n.
 TEST(KernelMath, FastDivisionIsExactOnTheKernelsRange) {
   int64_t checked = 0;
   for (uint32_t d = 1; d < 65536; d = d < 300 ? d + 1 : d * 2 + 1) {

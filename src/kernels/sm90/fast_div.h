@@ -9,7 +9,9 @@
 // query head of a value head (hv / group with hv < HV <= 65535, the grid's y limit, and group <= HV)
 // and for the sequence of a virtual chunk in fixed mode (vc / chunks-per-row, where the launcher
 // checks num_vchunks · chunks-per-row < 2^32: SequenceLayout::per_fast).
-// Host and device; tests/test_kernel_math.cpp checks it exhaustively over the first range.
+// Host and device; tests/test_kernel_math.cpp checks every n < 65536 (with n·d < 2^32) for every
+// divisor below 300 and a geometric sweep of divisors up to 65535, and the launcher's guard of the
+// second use.
 #pragma once
 
 #include <cstdint>

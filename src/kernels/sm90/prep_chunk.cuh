@@ -1,7 +1,8 @@
 // prepare_chunk: everything of a chunk that does not depend on the state (docs/design.md §2.1),
 // for one (virtual chunk, value head); chunk_prep_kernel.cuh schedules it.
 //
-// Block:  128 threads (4 warps), no warp roles: phases separated by __syncthreads. "Row map":
+// Block:  128 threads (4 warps), phases separated by __syncthreads; warps 0-1 alone form A and M
+//         (phase 4) and P (phase 6), every warp the rest. "Row map":
 //         thread t owns columns [8·(t%16), +8) of rows t/16 and t/16 + 8; "column map": thread t
 //         owns key column t.
 // Phases: 1. (row map) every global load first (one round trip), L2-normalise q and k (16-lane
