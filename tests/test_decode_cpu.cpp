@@ -349,6 +349,15 @@ TEST(DecodeValidation, NamesTheArgument) {
   }
   {
     kda_decode_params p = d.params();
+    p.trusted_pointers = 2;
+    EXPECT_NE(validation_message(p).find("trusted_pointers: expected 0 (check every pointer) or 1, got 2"),
+              std::string::npos)
+        << validation_message(p);
+    p.trusted_pointers = 1;  // accepted (the CPU path ignores the promise)
+    EXPECT_EQ(validation_message(p), "");
+  }
+  {
+    kda_decode_params p = d.params();
     p.lower_bound = -6;  // kda_fwd's rules apply to the token tensors and options
     EXPECT_NE(validation_message(p).find("lower_bound: expected a value in [-5, 0)"), std::string::npos);
     p = d.params();

@@ -124,6 +124,16 @@ TEST_F(Validation, ContextSplitInRangeIsAccepted) {
     EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << n;
   }
 }
+TEST_F(Validation, TrustedPointersIsAFlag) {
+  for (int bad : {-1, 2}) {
+    p_.trusted_pointers = bad;
+    ExpectInvalid({"trusted_pointers: expected 0 (check every pointer) or 1", bad < 0 ? "got -1" : "got 2"});
+  }
+  for (int ok : {0, 1}) {  // the CPU path ignores the promise itself
+    p_.trusted_pointers = ok;
+    EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << ok;
+  }
+}
 TEST_F(Validation, LowerBoundBelowRange) { p_.lower_bound = -6.0f; ExpectInvalid({"lower_bound: expected a value in [-5, 0)", "got -6"}); }
 TEST_F(Validation, LowerBoundZero) { p_.lower_bound = 0.0f; ExpectInvalid({"lower_bound: expected a value in [-5, 0)", "got 0"}); }
 TEST_F(Validation, LowerBoundPositive) { p_.lower_bound = 0.5f; ExpectInvalid({"lower_bound:", "[-5, 0)", "got 0.5"}); }

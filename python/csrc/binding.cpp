@@ -235,7 +235,10 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
     ws_bytes = needed;
   }
 
-  const kda_fwd_params p = make_params(fn, args, /*use_data=*/true);
+  kda_fwd_params p = make_params(fn, args, /*use_data=*/true);
+  // Every tensor was checked above to be a CUDA tensor on q's device, now the current one; the
+  // workspace is that device's caching allocator's: the C API's pointer queries would only repeat it.
+  p.trusted_pointers = 1;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev.index()).stream();
   throw_on_error(fn, kda_fwd(&p, ws_ptr, ws_bytes, stream));
 }

@@ -173,8 +173,10 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
   }
   int device = -1;
   KDA_RETURN_IF_ERROR(check_device(&device));
-  KDA_RETURN_IF_ERROR(check_pointers(*params, device));
-  if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, device));
+  if (!params->trusted_pointers) {
+    KDA_RETURN_IF_ERROR(check_pointers(*params, device));
+    if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, device));
+  }
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
   return kda::sm90::fwd(problem, plan, workspace, stream);

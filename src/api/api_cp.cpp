@@ -80,10 +80,12 @@ kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kd
   KDA_RETURN_IF_ERROR(kda::check_transition_workspace(local, D, M, workspace, needed));
   int device = -1;
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
-  KDA_RETURN_IF_ERROR(check_shard_pointers(local, false, device));
-  KDA_RETURN_IF_ERROR(kda::check_device_pointer("D", D.data, device));
-  KDA_RETURN_IF_ERROR(kda::check_device_pointer("M", M.data, device));
-  if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
+  if (!params->trusted_pointers) {
+    KDA_RETURN_IF_ERROR(check_shard_pointers(local, false, device));
+    KDA_RETURN_IF_ERROR(kda::check_device_pointer("D", D.data, device));
+    KDA_RETURN_IF_ERROR(kda::check_device_pointer("M", M.data, device));
+    if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
+  }
   return kda::sm90::segment_transition(tp, plan, workspace, stream);
 }
 
@@ -99,8 +101,10 @@ kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_
   KDA_RETURN_IF_ERROR(kda::check_workspace_overlaps(*params, workspace, needed));
   int device = -1;
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
-  KDA_RETURN_IF_ERROR(check_shard_pointers(*params, true, device));
-  if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
+  if (!params->trusted_pointers) {
+    KDA_RETURN_IF_ERROR(check_shard_pointers(*params, true, device));
+    if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
+  }
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
   return kda::sm90::fwd_prepared(problem, plan, workspace, stream);

@@ -223,6 +223,9 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out, bo
                       "context_method: expected KDA_CONTEXT_AUTO (0), KDA_CONTEXT_EXACT (1) or KDA_CONTEXT_WARMUP (2), "
                       "got %d",
                       static_cast<int>(p->context_method));
+  if (p->trusted_pointers != 0 && p->trusted_pointers != 1)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "trusted_pointers: expected 0 (check every pointer) or 1, got %d",
+                      p->trusted_pointers);
   if (p->context_warmup_chunks < 0)
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "context_warmup_chunks: expected 0 (chosen from the decay bound) or a chunk count >= 1, got %d",

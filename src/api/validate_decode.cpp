@@ -116,6 +116,9 @@ kda_status validate_decode(const kda_decode_params* p, ValidateMode mode, Decode
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "kernel_config: expected 0 (automatic) or a configuration in [1, %d], got %d",
                       KDA_DECODE_NUM_KERNEL_CONFIGS, p->kernel_config);
+  if (p->trusted_pointers != 0 && p->trusted_pointers != 1)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "trusted_pointers: expected 0 (check every pointer) or 1, got %d",
+                      p->trusted_pointers);
   DecodeProblem& dp = *out;
   dp.params = p;
   kda_fwd_params& f = dp.fwd;

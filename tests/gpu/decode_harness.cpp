@@ -90,10 +90,11 @@ void DeviceDecode::download() {
   }
 }
 
-kda_status run_decode_gpu(RandomDecode& d, int config, int repeats, int check_indices) {
+kda_status run_decode_gpu(RandomDecode& d, int config, int repeats, int check_indices, int trusted_pointers) {
   DeviceDecode dd(d);
   dd.params().kernel_config = config;
   dd.params().check_indices = check_indices;
+  dd.params().trusted_pointers = trusted_pointers;
   kda_status st{};
   for (int r = 0; r < repeats; ++r) {
     st = kda_decode(&dd.params(), nullptr);

@@ -34,7 +34,8 @@ class DeviceDecode {
 
 // Runs kda_decode on the device for `d` (uploaded first, downloaded after): `repeats` calls with
 // kernel_config `config`.
-kda_status run_decode_gpu(RandomDecode& d, int config = 0, int repeats = 1, int check_indices = 0);
+kda_status run_decode_gpu(RandomDecode& d, int config = 0, int repeats = 1, int check_indices = 0,
+                          int trusted_pointers = 0);
 
 // The CPU float64 path on `d` in place.
 kda_status run_decode_cpu(RandomDecode& d, int check_indices = 0);

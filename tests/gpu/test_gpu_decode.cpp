@@ -121,7 +121,8 @@ TEST(GpuDecode, EveryConfigurationBitwiseIdenticalAndDeterministic) {
       for (int config = 1; config <= KDA_DECODE_NUM_KERNEL_CONFIGS; ++config)
         for (int rep = 0; rep < 2; ++rep) {
           RandomDecode d = base;
-          const kda_status st = run_decode_gpu(d, config);
+          // The second repetition with trusted_pointers = 1 (only the pointer queries skipped).
+          const kda_status st = run_decode_gpu(d, config, 1, 0, rep);
           ASSERT_EQ(st.code, KDA_OK) << st.message;
           EXPECT_EQ(d.out, first.out) << "config " << config << " shape " << shape << " pool " << pool;
           EXPECT_EQ(d.pool_f32, first.pool_f32) << "config " << config << " shape " << shape;

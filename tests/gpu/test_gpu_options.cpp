@@ -232,6 +232,22 @@ TEST(GpuSafety, PointerAndWorkspaceErrors) {
   EXPECT_NE(std::string(st.message).find("q: expected CUDA device memory"), std::string::npos) << st.message;
 }
 
+// trusted_pointers = 1 skips only the pointer queries: the same results, bit for bit; a host pointer
+// is still reported when the flag is 0 (above).
+TEST(GpuSafety, TrustedPointersGiveTheSameResults) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 300;
+  s.H = s.HV = 4;
+  RandomProblem a = make_random_problem(s);
+  RandomProblem b = a;
+  kda_fwd_params trusted = b.params();
+  trusted.trusted_pointers = 1;
+  ASSERT_EQ(run_on_gpu(a.params()).code, KDA_OK);
+  ASSERT_EQ(run_on_gpu(trusted).code, KDA_OK);
+  expect_identical(a, b, "trusted_pointers 1 vs 0");
+}
+
 TEST(GpuSafety, RepeatedRunsAreBitwiseIdentical) {
   KDA_SKIP_WITHOUT_SM90();
   ProblemSpec s;
