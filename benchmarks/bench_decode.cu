@@ -8,8 +8,13 @@
 // through them. Per case and kernel configuration (0 = the automatic plan, then every forced one):
 // the median of --iters eager calls (CUDA events around the C API call, after warm-up), and the
 // kernel time from CUDA-graph replay (--graph-calls calls captured in one graph, median replay time
-// / calls). floor = state bytes read + written / 4.27 TB/s (cases.json's definition). Writes one
-// JSON object per (case, configuration) (--json PATH) for scripts/make_benchmark_md.py.
+// / calls). floor = state bytes read + written / 4.27 TB/s (cases.json's definition). Once per case,
+// decode cases (T = 1) also time the same bytes moved by a plain streaming copy kernel (copy_kernel:
+// one call's states into a separate buffer, in a graph of --graph-calls copies rotated over the same
+// sets, timed as the calls): what a copy achieves at that size, the practical floor of a call that
+// reads and writes every state once. (cudaMemcpyAsync is not the reference: it measured 1.58x the
+// floor at B256 H32, far slower than a kernel, 2026-12-01.) Writes one JSON object per (case, configuration)
+// (--json PATH) for scripts/make_benchmark_md.py.
 //
 // Usage: flash_kda_bench_decode --cases cases.json [--json out.json] [--iters 50] [--graph-calls 20]
 //        [--filter NAME[,NAME...]] [--configs 0,1,2,3,4,5,6,7]
@@ -90,13 +95,27 @@ std::vector<Case> make_cases(const std::string& path) {
   return all;
 }
 
+// The reference copy: 16-byte loads, four in flight per thread before their stores, grid-stride.
+__global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a;
+    dst[i + stride] = b;
+    dst[i + 2 * stride] = c;
+    dst[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}
+
 struct Result {
-  double eager_us = 0, graph_us = 0;
+  double eager_us = 0, graph_us = 0, copy_graph_us = 0;
   unsigned long long non_finite = 0;
   int sets = 1;
 };
 
-Result run_case(const Case& c, int config, int iters, int graph_calls) {
+Result run_case(const Case& c, int config, int iters, int graph_calls, bool time_copy) {
   const int64_t N = c.B, H = c.H, T = c.T, cols = T;  // T = 1: [N] indices
   const size_t tok = static_cast<size_t>(N * T * H);
   const size_t state_bytes = static_cast<size_t>(N * H * D * D) * (c.bf16_pool ? 2 : 4) * static_cast<size_t>(cols);
@@ -191,19 +210,40 @@ Result run_case(const Case& c, int config, int iters, int graph_calls) {
     return median(times);
   };
   res.eager_us = median_us(iters, call);
-
-  if (graph_calls > 0) {
+  // Time per issue(i) from replays of one graph holding graph_calls of them.
+  auto graph_us = [&](auto issue) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < graph_calls; ++i) call(i);
+    for (int i = 0; i < graph_calls; ++i) issue(i);
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_OK(cudaGraphDestroy(graph));
     for (int i = 0; i < 3; ++i) CUDA_OK(cudaGraphLaunch(exec, stream));
-    res.graph_us =
+    const double us =
         median_us(std::max(10, iters / 2), [&](int) { CUDA_OK(cudaGraphLaunch(exec, stream)); }) / graph_calls;
     CUDA_OK(cudaGraphExecDestroy(exec));
+    return us;
+  };
+  if (graph_calls > 0) res.graph_us = graph_us(call);
+
+  if (time_copy && graph_calls > 0 && T == 1) {
+    // One call's state bytes as a contiguous copy from the pool's set s into a separate buffer
+    // (read once, written once, as decode does), rotated over the sets like the calls; at most
+    // 2,112 CTAs of 256 threads (16 per SM of an H200), grid-stride beyond that.
+    const size_t one = static_cast<size_t>(N * H * D * D) * (c.bf16_pool ? 2 : 4);
+    const size_t n16 = one / 16;
+    char* dst;
+    CUDA_OK(cudaMalloc(&dst, one * static_cast<size_t>(res.sets)));
+    res.copy_graph_us = graph_us([&](int i) {
+      const size_t s = static_cast<size_t>(i % res.sets);
+      copy_kernel<<<static_cast<unsigned>(std::min<size_t>((n16 + 1023) / 1024, 132 * 16)), 256, 0, stream>>>(
+          reinterpret_cast<const uint4*>(static_cast<const char*>(pool) + s * one), reinterpret_cast<uint4*>(dst + s * one),
+          n16);
+      CUDA_OK(cudaGetLastError());
+    });
+    CUDA_OK(cudaStreamSynchronize(stream));
+    cudaFree(dst);
   }
 
   unsigned long long* count;
@@ -264,18 +304,20 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (%d SMs), flash_kda %s; times in us; graph = kernel time per call (%d calls per graph)\n",
               prop.name, prop.multiProcessorCount, kda_version_string(), graph_calls);
-  std::printf("%-20s %4s %8s %8s %8s %7s %8s %8s %s\n", "case", "cfg", "us", "graph", "floor", "xfloor", "fla_grph",
-              "vs_fla", "sets");
+  std::printf("%-20s %4s %8s %8s %8s %7s %8s %7s %8s %8s %s\n", "case", "cfg", "us", "graph", "floor", "xfloor",
+              "copy", "xcopy", "fla_grph", "vs_fla", "sets");
   std::ofstream json;
   if (!json_path.empty()) json.open(json_path);
   int bad = 0;
   for (const Case& c : make_cases(cases_path)) {
     if (!matches(filter, c.name)) continue;
+    double copy_us = 0;  // timed with the first configuration of the case
     for (int config : configs) {
-      const Result r = run_case(c, config, iters, graph_calls);
+      const Result r = run_case(c, config, iters, graph_calls, copy_us == 0);
+      if (copy_us == 0) copy_us = r.copy_graph_us;
       const double fl = c.floor_us();
-      std::printf("%-20s %4d %8.2f %8.2f %8.2f %7.2f %8.1f %8s %d%s\n", c.name.c_str(), config, r.eager_us, r.graph_us,
-                  fl, r.graph_us / fl, c.fla_graph_us,
+      std::printf("%-20s %4d %8.2f %8.2f %8.2f %7.2f %8.2f %7.2f %8.1f %8s %d%s\n", c.name.c_str(), config, r.eager_us,
+                  r.graph_us, fl, r.graph_us / fl, copy_us, copy_us > 0 ? r.graph_us / copy_us : 0.0, c.fla_graph_us,
                   c.fla_graph_us > 0 ? (std::to_string(c.fla_graph_us / r.graph_us).substr(0, 5) + "x").c_str() : "-",
                   r.sets, r.non_finite ? "  NON-FINITE OUTPUT" : "");
       std::fflush(stdout);
@@ -284,6 +326,7 @@ int main(int argc, char** argv) {
         json << "{\"group\":\"decode\",\"name\":\"" << c.name << "\",\"B\":" << c.B << ",\"H\":" << c.H
              << ",\"T\":" << c.T << ",\"pool\":\"" << (c.bf16_pool ? "bf16" : "f32") << "\",\"config\":" << config
              << ",\"us\":" << r.eager_us << ",\"graph_us\":" << r.graph_us << ",\"floor_us\":" << fl
+             << ",\"copy_graph_us\":" << copy_us
              << ",\"fla_us\":" << c.fla_us << ",\"fla_graph_us\":" << c.fla_graph_us << ",\"input_sets\":" << r.sets
              << ",\"non_finite\":" << r.non_finite << "}\n";
     }
