@@ -146,11 +146,11 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
 #pragma unroll
       for (int j = 0; j < kPiecesPerLane; ++j) ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * (lane + 32 * j), true);
-      if (!transition) {
+      {  // a transition's values are zeros (zero-filled copies): its steps take the same path
 #pragma unroll
         for (int k = lane; k < kValuePieces; k += 32) {
           const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
-          const bool valid = j < Lc;
+          const bool valid = j < Lc && !transition;
           const int64_t tok = span.t0 + c * 16 + (valid ? j : 0);
           const uint16_t* src = p.v + span.batch * p.v_st.b + tok * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
           unsigned char* dst = reinterpret_cast<unsigned char*>(st.stage[s].vt[w].bytes) + L::VtTile::offset(j, 8 * q);
@@ -192,12 +192,14 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     uint32_t sa[8][4];
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
+    // No branch on `transition` around the products (a transition's values are zero-filled): with
+    // the accumulators written under that branch, ptxas serialised every wgmma of the warm-up
+    // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
     XO_t xo, uo;
-    if (transition) uo.fill(0.0f);
     uo.fence_operand();
     xo.fence_operand();
     ptx::wgmma_fence();
-    if (!transition) {
+    {
       const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem_addr(stg.vt[wg].bytes));
       uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_lo.bytes)), false);
       uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_hi.bytes)), true);
