@@ -207,7 +207,11 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
     ptx::wgmma_commit_group();
-    // S·Diag(Γ) while the products run (their copy of S is already taken).
+    ptx::wgmma_wait_group<0>();
+    uo.fence_operand();
+    xo.fence_operand();
+    // S·Diag(Γ) once the products are done: a shared load or a write of registers while they
+    // run made ptxas wait inside the batch (C7518: every wgmma of the kernel serialised).
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const float2 gm = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
@@ -216,9 +220,6 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       S.v[4 * j + 2] *= gm.x;
       S.v[4 * j + 3] *= gm.y;
     }
-    ptx::wgmma_wait_group<0>();
-    uo.fence_operand();
-    xo.fence_operand();
 #pragma unroll
     for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
     uint32_t ua[4];
