@@ -52,9 +52,12 @@ constexpr bool kSplitStateFull = FLASH_KDA_SPLIT_STATE_FULL != 0;
 #define FLASH_KDA_FULL_GRID_CTAS_PER_SM 1
 #endif
 constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
-// Slices of 128 or 64 value rows (vsplit 1, 2) on the wgmma recurrence (1) or the mma.sync one (0).
+// Slices of 128 or 64 value rows (vsplit 1, 2) on the wgmma recurrence (1, the default since
+// 2026-12-01: 7-9% faster end to end, docs/performance_notes.md) or the mma.sync one (0, kept as a
+// build variant until the wgmma kernel has been through more sessions; slices of 32 and 16 rows
+// always run on mma.sync).
 #ifndef FLASH_KDA_WGMMA_RECURRENCE
-#define FLASH_KDA_WGMMA_RECURRENCE 0
+#define FLASH_KDA_WGMMA_RECURRENCE 1
 #endif
 
 int64_t num_vchunks(const Problem& pr) {
