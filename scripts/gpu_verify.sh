@@ -8,7 +8,9 @@
 #              numerics and in-place cases; memcheck on the 8-thread x 4-stream concurrency test
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
 #   decode     C++ decode benchmark (decode group of cases.json, bf16-pool twins, verify T = 4; every
-#              kernel configuration of kda_decode, eager and graph) -> bench_decode.json
+#              kernel configuration of kda_decode, eager and graph; a plain copy of the same state
+#              bytes as the practical floor) -> bench_decode.json
+#   host       host time of one kda_fwd / kda_decode call and of the CUDA runtime calls it makes
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
 #              details page and per-instruction SASS counters (source page, CSV) in the logs
@@ -148,6 +150,15 @@ stage_bench() {
     cat "$LOG/bench_$(basename "$v").log"
   done
   record bench $rc "logs: bench.log, bench.json"
+}
+
+stage_host() {
+  # Host time of a kda_fwd / kda_decode call and of the runtime calls it makes (with and without
+  # trusted_pointers): where an eager call's host cost goes.
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_host" --reps 31 >"$LOG/bench_host.log" 2>&1
+  local rc=$?
+  cat "$LOG/bench_host.log"
+  record host $rc "logs: bench_host.log"
 }
 
 stage_decode() {
