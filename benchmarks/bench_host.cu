@@ -59,10 +59,13 @@ void ok(const kda_status& s, const char* what) {
   }
 }
 
+std::vector<void*> g_allocations;  // freed at the end of main
+
 void* dev(size_t bytes) {
   void* p = nullptr;
   CUDA_OK(cudaMalloc(&p, bytes));
   CUDA_OK(cudaMemset(p, 0, bytes));
+  g_allocations.push_back(p);
   return p;
 }
 
@@ -200,5 +203,8 @@ int main(int argc, char** argv) {
   fwd_case("T1024_H4", 1024, 4, stream);
   decode_case("B1_H8", 1, 8, stream);
   decode_case("B32_H8", 32, 8, stream);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  for (void* a : g_allocations) CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaStreamDestroy(stream));
   return 0;
 }
