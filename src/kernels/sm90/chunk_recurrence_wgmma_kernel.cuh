@@ -6,8 +6,11 @@
 // Per chunk and warpgroup (docs/design.md §6; benchmarks/bench_wgmma_step.cu measures this chain):
 //   [X | Oin] = bf16(S)·[Wd; Qp]ᵀ    8 k-steps of m64n32k16, S as register A from its accumulator
 //   [U0 | O0] = Vᵀ·[Tb; P]ᵀ          two m64n32k16 (Tb, P as their hi and lo parts), shared memory
-//   S ← S·Diag(Γ) (registers, while the products run), then U = U0 − X, O = O0 + Oin,
+//   (one batch, one wait), then S ← S·Diag(Γ) on the registers, U = U0 − X, O = O0 + Oin,
 //   S += bf16(U)·Kr                   one m64n128k16, U as register A
+// Nothing but wgmma runs between a batch's fence and its wait: a shared load or a register write
+// in between makes ptxas wait for each wgmma before the next (C7518/C7520; the SASS then shows a
+// WARPGROUP.DEPBAR per HGMMA). Check `-Xptxas -v` for those notes after any change here.
 // The state operand is one bf16 (no hi/lo pair: +3% out error, the state unchanged, per the
 // rounding emulation, docs/performance_notes.md "Where precision matters").
 //
