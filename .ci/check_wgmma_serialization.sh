@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Fails when ptxas serialises any wgmma of the library's kernels (its notes C7510-C7520: "wgmma.mma_async
+# instructions are serialized ..."): a register write, a shared load or a branch inside a wgmma batch
+# makes ptxas wait for each wgmma before issuing the next, which cost the recurrence up to 20% until
+# 2026-12-01 (docs/performance_notes.md, "The wgmma recurrence without serialised wgmma"). Compiles the
+# translation units that instantiate wgmma kernels (today src/launch/fwd_sm90.cu) for sm_90a with
+# ptxas' verbose notes; checked to fail on 83ba1ed's kernel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+bad=0
+for tu in $(grep -l "wgmma" src/launch/*.cu); do
+  log="$out/$(basename "$tu").log"
+  nvcc -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -I. -Iinclude -gencode arch=compute_90a,code=sm_90a \
+    -Xptxas -v -c "$tu" -o "$out/x.o" >"$log" 2>&1 || { cat "$log"; exit 1; }
+  kernels=$(grep -c 'Used [0-9]* registers' "$log" || true)
+  if grep -E "wgmma\.mma_async instructions are serialized" "$log"; then
+    echo "check_wgmma_serialization: ptxas serialised wgmma in $tu (above)"
+    bad=1
+  else
+    echo "check_wgmma_serialization: $tu: $kernels kernels, no serialised wgmma"
+  fi
+done
+exit $bad
