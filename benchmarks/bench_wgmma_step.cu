@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "benchmarks/bench_common.cuh"
+#include "reference/common.h"
 #include "src/ptx/tma.cuh"  // fence_proxy_async_shared
 #include "src/ptx/wgmma.cuh"
 #include "src/tile/fragments.cuh"
@@ -137,19 +138,10 @@ __global__ void __launch_bounds__(256) wgmma_step_kernel(const uint16_t* wq, con
   if (acc == 1234.5f) sink[tid] = acc;  // never true in practice; keeps the output products live
 }
 
-uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (finite inputs)
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_float(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-float round_bf16(float x) { return bf16_float(bf16_bits(x)); }
+// bf16 <-> float: the reference's (round to nearest even).
+using kda::reference::bf16_to_float;
+using kda::reference::float_to_bf16;
+using kda::reference::round_bf16;
 
 template <typename T>
 T* to_device(const std::vector<T>& h) {
@@ -188,7 +180,7 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   auto bf16_vec = [&](size_t n, float scale) {
     std::vector<uint16_t> x(n);
-    for (auto& e : x) e = bf16_bits(scale * u(rng));
+    for (auto& e : x) e = float_to_bf16(scale * u(rng));
     return x;
   };
   const std::vector<uint16_t> wq = bf16_vec(32 * 128, 0.1f), kr = bf16_vec(16 * 128, 0.1f),
@@ -221,8 +213,8 @@ int main(int argc, char** argv) {
       double xo[32], uo[32];
       for (int n = 0; n < 32; ++n) {
         double x = 0, y = 0;
-        for (int k = 0; k < 128; ++k) x += static_cast<double>(round_bf16(static_cast<float>(S[r * 128 + k]))) * bf16_float(wq[n * 128 + k]);
-        for (int j = 0; j < 16; ++j) y += static_cast<double>(bf16_float(v[j * 128 + r])) * bf16_float(tp[n * 16 + j]);
+        for (int k = 0; k < 128; ++k) x += static_cast<double>(round_bf16(static_cast<float>(S[r * 128 + k]))) * bf16_to_float(wq[n * 128 + k]);
+        for (int j = 0; j < 16; ++j) y += static_cast<double>(bf16_to_float(v[j * 128 + r])) * bf16_to_float(tp[n * 16 + j]);
         xo[n] = x;
         uo[n] = y;
       }
@@ -231,7 +223,7 @@ int main(int argc, char** argv) {
       for (int j = 0; j < 16; ++j) O[r * 16 + j] = uo[16 + j] + xo[16 + j];
       for (int k = 0; k < 128; ++k) {
         double s = S[r * 128 + k] * static_cast<double>(gamma[k]);
-        for (int j = 0; j < 16; ++j) s += static_cast<double>(ub[j]) * bf16_float(kr[j * 128 + k]);
+        for (int j = 0; j < 16; ++j) s += static_cast<double>(ub[j]) * bf16_to_float(kr[j * 128 + k]);
         Snew[r * 128 + k] = s;
       }
     }

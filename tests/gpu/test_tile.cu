@@ -34,6 +34,7 @@
 #include "src/tile/operand.h"
 #include "src/tile/smem_layout.h"
 #include "src/tile/swizzle.h"
+#include "reference/common.h"
 #include "tests/gpu/gpu_harness.h"
 
 namespace kda::test {
@@ -43,26 +44,16 @@ using tile::Swizzle;
 
 // ---- host helpers -------------------------------------------------------------------------------
 
-uint16_t bf16_bits(float x) {  // round to nearest even (inputs here are exact anyway)
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if (std::isnan(x)) return 0x7FC0;
-  u += 0x7FFF + ((u >> 16) & 1);
-  return static_cast<uint16_t>(u >> 16);
-}
-float bf16_float(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+// bf16 <-> float: the reference's (round to nearest even).
+using reference::bf16_to_float;
+using reference::float_to_bf16;
 
 // n values k / 64, k uniform in [-64, 64], as bf16 bits.
 std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::uniform_int_distribution<int> d(-64, 64);
   std::vector<uint16_t> v(n);
-  for (auto& x : v) x = bf16_bits(static_cast<float>(d(gen)) / 64.0f);
+  for (auto& x : v) x = float_to_bf16(static_cast<float>(d(gen)) / 64.0f);
   return v;
 }
 
@@ -177,8 +168,8 @@ template <int N, int kTransA, int kTransB, Swizzle S>
 void run_wgmma_ss(uint32_t seed) {
   const std::vector<uint16_t> a = random_bf16(64 * 64, seed), b = random_bf16(64 * N, seed + 1);
   std::vector<float> af(a.size()), bf(b.size());
-  for (size_t i = 0; i < a.size(); ++i) af[i] = bf16_float(a[i]);
-  for (size_t i = 0; i < b.size(); ++i) bf[i] = bf16_float(b[i]);
+  for (size_t i = 0; i < a.size(); ++i) af[i] = bf16_to_float(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) bf[i] = bf16_to_float(b[i]);
   DeviceBuffer<uint16_t> da(a.size()), db(b.size());
   DeviceBuffer<float> dc(64 * N);
   upload(da, a);
@@ -298,9 +289,9 @@ void run_chain(uint32_t seed) {
   const std::vector<uint16_t> a1 = random_bf16(64 * 64, seed), b1 = random_bf16(64 * 64, seed + 1),
                               b2 = random_bf16(64 * 128, seed + 2);
   std::vector<float> a1f(a1.size()), b1f(b1.size()), b2f(b2.size());
-  for (size_t i = 0; i < a1.size(); ++i) a1f[i] = bf16_float(a1[i]);
-  for (size_t i = 0; i < b1.size(); ++i) b1f[i] = bf16_float(b1[i]);
-  for (size_t i = 0; i < b2.size(); ++i) b2f[i] = bf16_float(b2[i]);
+  for (size_t i = 0; i < a1.size(); ++i) a1f[i] = bf16_to_float(a1[i]);
+  for (size_t i = 0; i < b1.size(); ++i) b1f[i] = bf16_to_float(b1[i]);
+  for (size_t i = 0; i < b2.size(); ++i) b2f[i] = bf16_to_float(b2[i]);
   DeviceBuffer<uint16_t> da1(a1.size()), db1(b1.size()), db2(b2.size());
   DeviceBuffer<float> dout(64 * 128);
   upload(da1, a1);
@@ -316,7 +307,7 @@ void run_chain(uint32_t seed) {
   std::vector<double> p, pmag, want, mag;
   cpu_product(a1f, b1f, 64, 64, 64, p, pmag);
   std::vector<float> pb(p.size());
-  for (size_t i = 0; i < p.size(); ++i) pb[i] = bf16_float(bf16_bits(static_cast<float>(p[i])));
+  for (size_t i = 0; i < p.size(); ++i) pb[i] = bf16_to_float(float_to_bf16(static_cast<float>(p[i])));
   cpu_product(pb, b2f, 64, 64, 128, want, mag);
   // The rounding matters: bf16(P) differs from P in many elements (else the check would not see it).
   int rounded = 0;
@@ -506,9 +497,9 @@ TEST(Tile, ProducerConsumerWarpgroups) {
   using Cfg = PcConfig;
   const std::vector<uint16_t> a = random_bf16(Cfg::kM * Cfg::kK, 71), bt = random_bf16(Cfg::kN * Cfg::kK, 72);
   std::vector<float> af(a.size()), bf(static_cast<size_t>(Cfg::kK) * Cfg::kN);
-  for (size_t i = 0; i < a.size(); ++i) af[i] = bf16_float(a[i]);
+  for (size_t i = 0; i < a.size(); ++i) af[i] = bf16_to_float(a[i]);
   for (int n = 0; n < Cfg::kN; ++n)
-    for (int k = 0; k < Cfg::kK; ++k) bf[k * Cfg::kN + n] = bf16_float(bt[n * Cfg::kK + k]);
+    for (int k = 0; k < Cfg::kK; ++k) bf[k * Cfg::kN + n] = bf16_to_float(bt[n * Cfg::kK + k]);
   DeviceBuffer<uint16_t> da(a.size()), dbt(bt.size());
   DeviceBuffer<float> dc(Cfg::kM * Cfg::kN);
   upload(da, a);
