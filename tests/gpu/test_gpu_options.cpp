@@ -1,13 +1,16 @@
 // The SM90 path across its options and its safety contract, against the CPU float64 recurrence:
 // state dtypes in/out, varlen with int32/int64 cu_seqlens (empty sequences, partial chunks, T=1),
-// GVA, the three gate forms and the beta / L2-norm flags, every value-row split (vsplit 1..8),
+// GVA, the three gate forms and the beta / L2-norm flags, f32 g and beta, every value-row split (vsplit 1..8),
 // strided inputs, output rows outside the sequences never written, CUDA-graph capture and replay,
 // bad cu_seqlens contents (no fault; the opt-in check names them), wrong pointers and workspace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "reference/common.h"
 #include "tests/golden_io.h"
@@ -112,6 +115,36 @@ TEST(GpuOptions, GateFormsAndFlags) {
     char name[64];
     std::snprintf(name, sizeof(name), "allow_neg_eigval=%d qk_l2norm=%d", neg, !no_l2);
     expect_close(name, e);
+  }
+}
+
+// g and beta given as f32 tensors holding bf16 values: the kernels widen bf16 exactly, so the results
+// must be bitwise those of the bf16 tensors (the f32 loads of the preparation, on every gate form).
+TEST(GpuOptions, Float32GateAndBetaEqualTheirBf16Values) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS, KDA_GATE_PREACTIVATED}) {
+    ProblemSpec s;
+    s.B = 2;
+    s.T = 250;  // a partial last chunk per row
+    s.H = s.HV = 2;
+    s.gate = gate;
+    s.seed = 36 + static_cast<uint64_t>(gate);
+    RandomProblem a = make_random_problem(s);
+    ASSERT_EQ(run_on_gpu(a.params()).code, KDA_OK);
+    RandomProblem b = make_random_problem(s);
+    std::vector<float> g32(b.g.size()), beta32(b.beta.size());
+    for (size_t i = 0; i < g32.size(); ++i) g32[i] = reference::bf16_to_float(b.g[i]);
+    for (size_t i = 0; i < beta32.size(); ++i) beta32[i] = reference::bf16_to_float(b.beta[i]);
+    kda_fwd_params prm = b.params();
+    prm.g.data = g32.data();
+    prm.g.dtype = KDA_DTYPE_F32;
+    prm.beta.data = beta32.data();
+    prm.beta.dtype = KDA_DTYPE_F32;
+    ASSERT_EQ(run_on_gpu(prm).code, KDA_OK);
+    const std::string what = "f32 g and beta vs bf16, gate " + std::to_string(static_cast<int>(gate));
+    expect_identical(a, b, what.c_str());
+    // Not vacuous: the run wrote outputs.
+    EXPECT_NE(std::count(b.out.begin(), b.out.end(), uint16_t{0}), static_cast<std::ptrdiff_t>(b.out.size())) << what;
   }
 }
 
