@@ -165,7 +165,9 @@ kda_status check_tensor_overlaps(const kda_fwd_params& p) {
       if (o.t == w.t || o.t->data == nullptr) continue;
       // In place: final_state exactly initial_state (same address and dtype; shapes and strides are
       // equal, both being contiguous [N, HV, V, K]). Each element is read before it is written, by
-      // the same thread (GPU) or worker (CPU).
+      // the same thread (GPU) or worker (CPU); the bounded warm-up, whose pass 1 reads and writes a
+      // unit's state in different CTAs, writes its final states to the workspace and copies them
+      // after pass 1 (deferred_final_kernel.cuh).
       if (w.t == &p.final_state && o.t == &p.initial_state && p.final_state.data == p.initial_state.data &&
           raw_enum(p.final_state.dtype) == raw_enum(p.initial_state.dtype))
         continue;

@@ -3,10 +3,12 @@
 //
 // Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), 256 bytes for the opt-in
 // cu_seqlens check, the bounded warm-up's chunk bounds and fallback flags, then (context
-// parallelism only) the float32 segment states and transitions (plan.h). kda_fwd_prepared finds the
+// parallelism only) the float32 segment states and transitions (plan.h); warm-up plans also reserve
+// one final state per unit for in-place calls (deferred_final_kernel.cuh). kda_fwd_prepared finds the
 // records and bounds where kda_segment_transition's preparation left them (cp_sm90.cu). Launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
 // chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
-// in two passes around context_combine_kernel. No allocation, no synchronisation, no host read of
+// in two passes around context_combine_kernel (in place, a bounded warm-up's pass 1 is followed by
+// deferred_final_kernel). No allocation, no synchronisation, no host read of
 // device data (except the opt-in check).
 #include <cuda_runtime.h>
 
@@ -17,6 +19,7 @@
 #include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"
 #include "src/kernels/sm90/context_combine_kernel.cuh"
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
+#include "src/kernels/sm90/deferred_final_kernel.cuh"
 #include "src/core/checked_math.h"
 #include "src/launch/launch.h"
 #include "src/launch/launch_util.cuh"
@@ -79,8 +82,14 @@ size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 
 // (sequence parallelism only) the exact combine's float32 states and transitions. Sizes saturate at
 // SIZE_MAX.
 struct WorkspaceLayout {
-  size_t context = 0, bounds = 0, fallback = 0, total = 0;
+  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, total = 0;
 };
+
+// Bytes of one unit's [128][128] final state (at most kMaxFinalStateBytes: f32).
+constexpr size_t kMaxFinalStateBytes = size_t{128} * 128 * 4;
+size_t final_state_bytes(const Problem& pr) {
+  return size_t{128} * 128 * (pr.params->final_state.dtype == KDA_DTYPE_F32 ? 4 : 2);
+}
 WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, bool prepared) {
   WorkspaceLayout w;
   w.total = sat_add(records_bytes(pr), kCheckBytes);
@@ -92,6 +101,11 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   if (warm) {
     w.fallback = align256(w.total);
     w.total = sat_add(w.fallback, sat_mul(sat_size(pr.N * pr.HV), sizeof(int32_t)));
+    // Pass 1's final states when the call updates the state in place (deferred_final_kernel.cuh);
+    // reserved whatever the pointers and the final state's dtype, so that the size depends on
+    // neither (kda_segment_transition_workspace_size covers kda_fwd_prepared's calls with it).
+    w.deferred = align256(w.total);
+    w.total = sat_add(w.deferred, sat_mul(sat_size(pr.N * pr.HV), kMaxFinalStateBytes));
   }
   const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
   if (cp > 0) {
@@ -316,9 +330,26 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   rp.cp_transitions = rp.cp_states == nullptr ? nullptr : rp.cp_states + units * (plan.segments - 1) * state_elems;
   // Else the previous kernel in the stream is the caller's.
   const bool after_prep = !prepared && seq.num_vchunks > 0;
+  // In place (memory_rules.cpp admits only the exact same tensor): pass 1 of the warm-up defers its
+  // final states (deferred_final_kernel.cuh).
+  const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
+  if (warm && in_place) rp.deferred_final = records + ws.deferred;
   rp.pass = plan.method == SplitMethod::kNone ? RecurrencePass::kWhole : RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
+  rp.deferred_final = nullptr;  // pass 2 writes final states where they belong
+  if (warm && in_place) {
+    DeferredFinalParams df;
+    df.deferred = records + ws.deferred;
+    df.final_state = a.final_state.data;
+    df.units = static_cast<int32_t>(units);
+    df.vecs_per_unit = static_cast<int32_t>(final_state_bytes(pr) / 16);
+    df.segments = plan.segments;
+    df.unit_fallback = unit_fallback;
+    const cudaError_t err = launch_kernel(deferred_final_kernel, dim3(static_cast<unsigned>(units * kDeferredCtasPerUnit)),
+                                          kDeferredThreads, 0, stream, true, df);
+    if (err != cudaSuccess) return cuda_error("deferred_final_kernel launch", err);
+  }
   if (second_pass_ctas(units, plan) == 0) return make_ok();
   if (has_combine(plan)) {
     CombineParams cb;

@@ -127,23 +127,18 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   }
   // Bounded warm-up: the unit's layout depends on the gates (the preparation's chunk bounds), so
   // these CTAs wait for the preparation before anything else; every CTA of the unit computes the
-  // same warm-up lengths (thread t: piece t) and the same decision. Slots below vsplit start from
-  // the caller's initial state at the first chunk in either layout (piece 0, or segment 0 / the one
-  // pass): their consumers load it before waiting (it is the caller's, not the preparation's).
+  // same warm-up lengths (thread t: piece t) and the same decision. Slots below vsplit preload the
+  // caller's initial state before waiting (preloads_initial_state, recurrence_task.cuh).
   __shared__ int32_t warm[kWarm ? kMaxContextSegments : 1];
   float S[Layout::kTiles][4];
-  const bool preloaded = kWarm && p.pass == RecurrencePass::kFirst &&
-                         blockIdx.x < static_cast<int64_t>(p.units) * p.vsplit && warp < kWarps;
-  if (preloaded) {
-    const int64_t unit = blockIdx.x % p.units;
-    const int slice = static_cast<int>(blockIdx.x / p.units);
-    const void* init = p.initial_state == nullptr ? nullptr
-                                                  : static_cast<const unsigned char*>(p.initial_state) +
-                                                        unit * 128 * 128 * (p.initial_is_f32 ? 4 : 2);
-    recurrence_detail::load_state<Layout::kTiles>(S, init, p.initial_is_f32 != 0,
-                                                  slice * Layout::kRows + 16 * (warp / kColSplit),
+  const void* preload_init = nullptr;
+  int preload_slice = 0;
+  const bool preloaded =
+      preloads_initial_state<kWarm>(p, blockIdx.x, &preload_init, &preload_slice) && warp < kWarps;
+  if (preloaded)
+    recurrence_detail::load_state<Layout::kTiles>(S, preload_init, p.initial_is_f32 != 0,
+                                                  preload_slice * Layout::kRows + 16 * (warp / kColSplit),
                                                   (warp % kColSplit) * Layout::kTiles, lane);
-  }
   if constexpr (kWarm) {
     task = warm_recurrence_task(p, warm);
   } else {

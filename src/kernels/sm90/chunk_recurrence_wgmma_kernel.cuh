@@ -102,16 +102,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       }
     }
   };
-  const bool preloaded = kWarm && p.pass == RecurrencePass::kFirst &&
-                         blockIdx.x < static_cast<int64_t>(p.units) * p.vsplit && wg < kWG;
-  if (preloaded) {
-    const int64_t unit = blockIdx.x % p.units;
-    const int slice = static_cast<int>(blockIdx.x / p.units);
-    const void* init = p.initial_state == nullptr ? nullptr
-                                                  : static_cast<const unsigned char*>(p.initial_state) +
-                                                        unit * 128 * 128 * (p.initial_is_f32 ? 4 : 2);
-    load_state(init, p.initial_is_f32 != 0, slice * L::kRows + 64 * wg);
-  }
+  const void* preload_init = nullptr;
+  int preload_slice = 0;
+  const bool preloaded = preloads_initial_state<kWarm>(p, blockIdx.x, &preload_init, &preload_slice) && wg < kWG;
+  if (preloaded) load_state(preload_init, p.initial_is_f32 != 0, preload_slice * L::kRows + 64 * wg);
   if constexpr (kWarm) {
     task = warm_recurrence_task(p, warm);
   } else {

@@ -93,8 +93,24 @@ struct RecurrenceParams {
   int32_t forced_warmup;      // > 0: every piece warms up exactly this many chunks (testing)
   const float* chunk_bounds;  // PrepParams::chunk_bounds
   int32_t* unit_fallback;     // [N*HV]: 1 when the unit runs the exact path (pass 1 writes it)
+  // Bounded warm-up with final_state == initial_state (in place): pass 1 writes its final states here
+  // ([N*HV][128][128], final_state's dtype) instead, and deferred_final_kernel copies them once pass 1
+  // is complete, since in pass 1 the CTA writing a unit's final state (its last piece) is not the one
+  // reading its initial state (piece 0, and pieces whose warm-up reaches the first chunk).
+  void* deferred_final = nullptr;
   // Unit u is sequence seq_offset + u / HV (the transition pass computes the last sequences only).
   int32_t seq_offset = 0;
+};
+
+// deferred_final_kernel (deferred_final_kernel.cuh): the final states pass 1 of an in-place
+// bounded warm-up left in the workspace, to final_state.
+struct DeferredFinalParams {
+  const void* deferred;   // [units][vecs_per_unit] 16-byte pieces
+  void* final_state;
+  int32_t units;
+  int32_t vecs_per_unit;         // 16-byte pieces of one [128][128] state
+  int32_t segments;              // the fallback's P: units that fell back with P >= 2 write theirs in pass 2
+  const int32_t* unit_fallback;
 };
 
 // The combine of the context-parallel path: S(p+1) = Sp·Mp + Lp for p = 1..P-2, in place.

@@ -51,6 +51,26 @@ struct RecurrenceTask {
 
 __device__ __forceinline__ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
+// The caller's initial state [128][128] of a unit (nullptr: none given).
+__device__ __forceinline__ const void* unit_initial_state(const RecurrenceParams& p, int64_t unit) {
+  return p.initial_state == nullptr
+             ? nullptr
+             : static_cast<const unsigned char*>(p.initial_state) + unit * (128 * 128) * (p.initial_is_f32 ? 4 : 2);
+}
+
+// Bounded warm-up plans, pass 1: CTA `block` is one of the slots below vsplit, which start from the
+// caller's initial state at the first chunk in either layout (piece 0, or segment 0 / the one pass),
+// so its consumers may load that state before the task is known (it is the caller's, not the
+// preparation's). Then *init is it and *slice the CTA's value-row slice.
+template <bool kWarm>
+__device__ __forceinline__ bool preloads_initial_state(const RecurrenceParams& p, int64_t block, const void** init,
+                                                       int* slice) {
+  if (!(kWarm && p.pass == RecurrencePass::kFirst && block < static_cast<int64_t>(p.units) * p.vsplit)) return false;
+  *init = unit_initial_state(p, block % p.units);
+  *slice = static_cast<int>(block / p.units);
+  return true;
+}
+
 // Chunks of warm-up a piece starting at chunk c0 must take: the smallest w whose chunks' bounds
 // (c0 - 1, c0 - 2, ...) sum to <= log2_bound, or w = c0 (back to the start: exact), at most kCap.
 // Returns false when neither happens within the cap (the unit falls back to the exact path). The
@@ -87,13 +107,11 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   t.span = sequence_span(p.seq, t.seq);
   const int32_t nchunks = ceil_div(t.span.len, 16);
   const int64_t state_off = unit * kStateElems;  // [N, HV, 128, 128]
-  const void* user_init =
-      p.initial_state == nullptr
-          ? nullptr
-          : static_cast<const unsigned char*>(p.initial_state) + state_off * (p.initial_is_f32 ? 4 : 2);
-  void* user_fin = p.final_state == nullptr
-                       ? nullptr
-                       : static_cast<unsigned char*>(p.final_state) + state_off * (p.final_is_f32 ? 4 : 2);
+  const void* user_init = unit_initial_state(p, unit);
+  // Pass 1 of an in-place bounded warm-up writes final states to the workspace (deferred_final).
+  void* fin_base = p.pass == RecurrencePass::kFirst && p.deferred_final != nullptr ? p.deferred_final : p.final_state;
+  void* user_fin =
+      fin_base == nullptr ? nullptr : static_cast<unsigned char*>(fin_base) + state_off * (p.final_is_f32 ? 4 : 2);
   const int P = p.segments;
   float* states = p.cp_states + unit * (P > 1 ? P - 1 : 0) * kStateElems;
   float* transitions = p.cp_transitions + unit * (P > 2 ? P - 2 : 0) * kStateElems;
