@@ -217,6 +217,56 @@ TEST(GpuMemory, InPlaceUnderTheWarmupEqualsOutOfPlace) {
     }
 }
 
+// The in-place warm-up (with its copy kernel) captured once in a CUDA graph and replayed three times
+// advances the state three times, bitwise as three eager in-place calls.
+TEST(GpuMemory, InPlaceWarmupGraphReplaysEqualEagerCalls) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_dtype dtype : {KDA_DTYPE_BF16, KDA_DTYPE_F32}) {
+    ProblemSpec s;
+    s.B = 2, s.T = 200, s.H = 1, s.HV = 2;  // 13 one-chunk pieces per unit
+    s.initial_state = s.final_state = dtype;
+    s.context_method = KDA_CONTEXT_WARMUP;
+    s.seed = 970;
+    RandomProblem eager = make_random_problem(s);
+    kda_fwd_params pe = eager.params();
+    pe.final_state.data = pe.initial_state.data;
+    ASSERT_EQ(run_on_gpu(pe, 3).code, KDA_OK);
+
+    RandomProblem graphed = make_random_problem(s);
+    kda_fwd_params pg = graphed.params();
+    pg.final_state.data = pg.initial_state.data;
+    DeviceProblem dp(pg);
+    dp.poison_workspace(0xff);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(st.code, KDA_OK) << st.message;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    dp.download_outputs();
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+    const std::string what = "in-place warm-up, 3 graph replays vs 3 eager calls, dtype " + std::to_string(dtype);
+    EXPECT_EQ(graphed.out, eager.out) << what;
+    if (dtype == KDA_DTYPE_F32)
+      EXPECT_EQ(0, std::memcmp(graphed.initial_f32.data(), eager.initial_f32.data(), eager.initial_f32.size() * 4)) << what;
+    else
+      EXPECT_EQ(graphed.initial_bf16, eager.initial_bf16) << what;
+    // Not vacuous: three steps moved the state away from the one the problem started with.
+    const RandomProblem start = make_random_problem(s);
+    if (dtype == KDA_DTYPE_F32)
+      EXPECT_NE(0, std::memcmp(start.initial_f32.data(), eager.initial_f32.data(), eager.initial_f32.size() * 4)) << what;
+    else
+      EXPECT_NE(start.initial_bf16, eager.initial_bf16) << what;
+  }
+}
+
 // After cudaDeviceReset the kernels' shared-memory attribute is gone while the library's
 // once-per-device flag is set: the launch fails once, the attribute is set again, the call works.
 TEST(GpuConcurrency, CallsWorkAfterADeviceReset) {
