@@ -4,22 +4,26 @@
 # makes ptxas wait for each wgmma before issuing the next, which cost the recurrence up to 20% until
 # 2026-12-01 (docs/performance_notes.md, "The wgmma recurrence without serialised wgmma"). Compiles the
 # translation units that instantiate wgmma kernels (today src/launch/fwd_sm90.cu) for sm_90a with
-# ptxas' verbose notes; checked to fail on 83ba1ed's kernel.
+# ptxas' verbose notes, by default and with the build knobs that change a wgmma batch
+# (FLASH_KDA_SPLIT_U=1: a second update product); checked to fail on 83ba1ed's kernel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 bad=0
-for tu in $(grep -l "wgmma" src/launch/*.cu); do
-  log="$out/$(basename "$tu").log"
-  nvcc -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -I. -Iinclude -gencode arch=compute_90a,code=sm_90a \
-    -Xptxas -v -c "$tu" -o "$out/x.o" >"$log" 2>&1 || { cat "$log"; exit 1; }
-  kernels=$(grep -c 'Used [0-9]* registers' "$log" || true)
-  if grep -E "wgmma\.mma_async instructions are serialized" "$log"; then
-    echo "check_wgmma_serialization: ptxas serialised wgmma in $tu (above)"
-    bad=1
-  else
-    echo "check_wgmma_serialization: $tu: $kernels kernels, no serialised wgmma"
-  fi
+for knobs in "" "-DFLASH_KDA_SPLIT_U=1"; do
+  for tu in $(grep -l "wgmma" src/launch/*.cu); do
+    log="$out/$(basename "$tu").log"
+    # shellcheck disable=SC2086
+    nvcc -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -I. -Iinclude -gencode arch=compute_90a,code=sm_90a \
+      $knobs -Xptxas -v -c "$tu" -o "$out/x.o" >"$log" 2>&1 || { cat "$log"; exit 1; }
+    kernels=$(grep -c 'Used [0-9]* registers' "$log" || true)
+    if grep -E "wgmma\.mma_async instructions are serialized" "$log"; then
+      echo "check_wgmma_serialization: ptxas serialised wgmma in $tu ${knobs:-(defaults)} (above)"
+      bad=1
+    else
+      echo "check_wgmma_serialization: $tu ${knobs:-(defaults)}: $kernels kernels, no serialised wgmma"
+    fi
+  done
 done
 exit $bad

@@ -56,6 +56,14 @@ struct Acc {
     for (int q = 0; q < 4; ++q)
       a[q] = ptx::pack_bf16x2(v[WgmmaAcc::acc_index_of_a(s, q, 0)], v[WgmmaAcc::acc_index_of_a(s, q, 1)]);
   }
+  // The same operand as a bf16 hi + lo pair (ptx::split_bf16x2: hi = bf16(x), lo = bf16(x - hi)):
+  // two register-A operands whose products sum to ~16 significant bits of x.
+  __device__ __forceinline__ void to_a_split(int s, uint32_t (&hi)[4], uint32_t (&lo)[4]) const {
+    using ptx::WgmmaAcc;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      ptx::split_bf16x2(v[WgmmaAcc::acc_index_of_a(s, q, 0)], v[WgmmaAcc::acc_index_of_a(s, q, 1)], hi[q], lo[q]);
+  }
 };
 
 }  // namespace kda::tile

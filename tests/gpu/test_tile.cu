@@ -229,7 +229,7 @@ struct ChainCase {
   };
 };
 
-template <int kTransB2>
+template <int kTransB2, bool kSplit>
 __global__ void __launch_bounds__(128) probe_wgmma_chain(const uint16_t* a1, const uint16_t* b1, const uint16_t* b2,
                                                          float* o) {
   using Case = ChainCase<kTransB2>;
@@ -263,9 +263,14 @@ __global__ void __launch_bounds__(128) probe_wgmma_chain(const uint16_t* a1, con
   ptx::wgmma_commit_group();
   ptx::wgmma_wait_group<0>();
   p.fence_operand();
-  uint32_t pa[4][4];
+  uint32_t pa[4][4], pl[4][4];
 #pragma unroll
-  for (int s = 0; s < 4; ++s) p.to_a(s, pa[s]);
+  for (int s = 0; s < 4; ++s) {
+    if constexpr (kSplit)
+      p.to_a_split(s, pa[s], pl[s]);
+    else
+      p.to_a(s, pa[s]);
+  }
   tile::Acc<128> out;
   out.fence_operand();
   ptx::wgmma_fence();  // the A registers were just written
@@ -274,7 +279,8 @@ __global__ void __launch_bounds__(128) probe_wgmma_chain(const uint16_t* a1, con
     const uint64_t db = (kTransB2 == 0 ? tile::kmajor_operand<typename Case::B2Tile>(s)
                                        : tile::mnmajor_operand<typename Case::B2Tile>(s))
                             .at(b2_addr);
-    out.mma_rs<kTransB2>(pa[s], db, s > 0);
+    if constexpr (kSplit) out.mma_rs<kTransB2>(pl[s], db, s > 0);
+    out.mma_rs<kTransB2>(pa[s], db, kSplit || s > 0);
   }
   ptx::wgmma_commit_group();
   ptx::wgmma_wait_group<0>();
@@ -284,7 +290,7 @@ __global__ void __launch_bounds__(128) probe_wgmma_chain(const uint16_t* a1, con
     o[tile::Acc<128>::row(t, i) * 128 + tile::Acc<128>::col(t, i)] = out.v[i];
 }
 
-template <int kTransB2>
+template <int kTransB2, bool kSplit = false>
 void run_chain(uint32_t seed) {
   const std::vector<uint16_t> a1 = random_bf16(64 * 64, seed), b1 = random_bf16(64 * 64, seed + 1),
                               b2 = random_bf16(64 * 128, seed + 2);
@@ -297,29 +303,49 @@ void run_chain(uint32_t seed) {
   upload(da1, a1);
   upload(db1, b1);
   upload(db2, b2);
-  auto kernel = probe_wgmma_chain<kTransB2>;
+  auto kernel = probe_wgmma_chain<kTransB2, kSplit>;
   const int smem = static_cast<int>(tile::smem_bytes<typename ChainCase<kTransB2>::Storage>());
   ASSERT_EQ(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), cudaSuccess);
   kernel<<<1, 128, smem>>>(da1.p, db1.p, db2.p, dout.p);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  // P is exact in fp32 (multiples of 1/4096 below 64); the kernel rounds it to bf16 (nearest even).
+  // P is exact in fp32 (multiples of 1/4096 below 64); the kernel rounds it to bf16 (nearest even),
+  // or (kSplit) carries it as hi = bf16(P) plus lo = bf16(P - hi), two products summed in fp32.
   std::vector<double> p, pmag, want, mag;
   cpu_product(a1f, b1f, 64, 64, 64, p, pmag);
-  std::vector<float> pb(p.size());
-  for (size_t i = 0; i < p.size(); ++i) pb[i] = bf16_to_float(float_to_bf16(static_cast<float>(p[i])));
+  std::vector<float> pb(p.size()), plo(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    pb[i] = bf16_to_float(float_to_bf16(static_cast<float>(p[i])));
+    plo[i] = bf16_to_float(float_to_bf16(static_cast<float>(p[i]) - pb[i]));
+  }
   cpu_product(pb, b2f, 64, 64, 128, want, mag);
-  // The rounding matters: bf16(P) differs from P in many elements (else the check would not see it).
+  if (kSplit) {
+    std::vector<double> want_lo, mag_lo;
+    cpu_product(plo, b2f, 64, 64, 128, want_lo, mag_lo);
+    for (size_t i = 0; i < want.size(); ++i) {
+      want[i] += want_lo[i];
+      mag[i] += mag_lo[i];
+    }
+  }
+  // The rounding matters: bf16(P) differs from P in many elements (else the check would not see it;
+  // with the split, the lo terms move the result by far more than the tolerance).
   int rounded = 0;
   for (size_t i = 0; i < p.size(); ++i) rounded += static_cast<double>(pb[i]) != p[i];
   EXPECT_GT(rounded, 100);
-  expect_close(download(dout, 64 * 128), want, mag, 128, "chained, transB2 " + std::to_string(kTransB2));
+  expect_close(download(dout, 64 * 128), want, mag, 128,
+               std::string(kSplit ? "chained hi + lo" : "chained") + ", transB2 " + std::to_string(kTransB2));
 }
 
 TEST(Wgmma, ChainedAccumulatorAsRegisterA) {
   KDA_SKIP_WITHOUT_SM90();
   run_chain<0>(51);
   run_chain<1>(52);
+}
+
+TEST(Wgmma, ChainedAccumulatorAsHiLoRegisterA) {
+  KDA_SKIP_WITHOUT_SM90();
+  run_chain<0, true>(53);
+  run_chain<1, true>(54);
 }
 
 // ---- (c) TMA load into swizzled shared memory, store back ---------------------------------------
