@@ -84,16 +84,26 @@ DecodeParams make_params(const DecodeProblem& dp) {
   return p;
 }
 
-// Decode's shared memory depends on the token block (tok_cap), so the limit is raised per call when
-// it passes the default 48 KB (bulk slices with long verify blocks); then launch_util's launch.
-template <typename Kernel>
-cudaError_t launch_decode_kernel(Kernel kernel, int64_t ctas, int threads, int smem, cudaStream_t stream,
+// Decode's shared memory depends on the token block (tok_cap). Past the default 48 KB (bulk slices
+// with long verify blocks) the kernel's limit is raised once per device to its size at the largest
+// block, kDecodeMaxTokBlock, and never lowered: set per call to each call's own size, calls of
+// different blocks on several host threads could lower it between another call's setting and its
+// launch (a spurious launch failure). A failed launch sets it again and retries once, as
+// launch_with_smem does (after a device reset the attribute is gone while its flag is not).
+template <auto kKernel>
+cudaError_t launch_decode_kernel(int64_t ctas, int threads, int smem, int smem_max, cudaStream_t stream,
                                  const DecodeParams& p) {
-  if (smem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
+  const bool large = smem > 48 * 1024;
+  cudaError_t err = large ? set_smem_once<kKernel>(smem_max) : cudaSuccess;
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(ctas));
+  err = launch_kernel(kKernel, grid, threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
+  if (err != cudaSuccess && large) {
+    cudaGetLastError();
+    err = set_smem_once<kKernel>(smem_max, /*forget=*/true);
+    if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
   }
-  return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
+  return err;
 }
 
 template <int kConfig, bool kF32, GateKind kGate>
@@ -102,12 +112,13 @@ cudaError_t launch(const DecodeParams& p, int64_t ctas, cudaStream_t stream) {
   if constexpr (c.bulk) {
     using L = DecodeBulkLayout<c.lanes, c.rows_per_thread, c.threads, kF32>;
     static_assert(L::kSlices == c.slices(), "plan and kernel agree");
-    return launch_decode_kernel(decode_bulk_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
-                         L::bytes(p.tok_cap), stream, p);
+    static_assert(L::bytes(kDecodeMaxTokBlock) <= 227 * 1024, "the largest token block fits in shared memory");
+    return launch_decode_kernel<decode_bulk_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>>(
+        ctas, c.threads, L::bytes(p.tok_cap), L::bytes(kDecodeMaxTokBlock), stream, p);
   } else {
     static_assert(DecodeTile<c.lanes, c.rows_per_thread, c.threads>::kSlices == c.slices(), "plan and kernel agree");
-    return launch_decode_kernel(decode_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>, ctas, c.threads,
-                         decode_vector_bytes(p.tok_cap), stream, p);
+    return launch_decode_kernel<decode_kernel<c.lanes, c.rows_per_thread, c.threads, kF32, kGate>>(
+        ctas, c.threads, decode_vector_bytes(p.tok_cap), decode_vector_bytes(kDecodeMaxTokBlock), stream, p);
   }
 }
 

@@ -19,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gpu/decode_harness.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/random_decode.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -265,6 +267,58 @@ TEST(GpuMemory, InPlaceWarmupGraphReplaysEqualEagerCalls) {
     else
       EXPECT_NE(start.initial_bf16, eager.initial_bf16) << what;
   }
+}
+
+// Decode calls of different token blocks (verify T = 4 and 16 on a bulk configuration: 65 and 163 KB
+// of shared memory) from 8 host threads at once, each on its own stream: every call succeeds and
+// equals the same call made alone. The kernel's shared-memory limit is raised once to its largest
+// size (decode_sm90.cu, launch_decode_kernel); the earlier per-call setting could fail a launch only
+// if another thread lowered the limit between a call's setting and its launch, a window this test
+// did not hit with that launcher (10 of 10 runs passed on the H200, 2026-12-01), so it guards the
+// concurrent results rather than that window.
+TEST(GpuConcurrency, DecodeCallsOfDifferentTokenBlocks) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr int kThreads = 8, kRounds = 12;
+  std::vector<RandomDecode> expected;
+  for (int64_t T : {4, 16}) {
+    DecodeSpec s;
+    s.B = 4, s.T = T, s.H = s.HV = 2, s.slots = 8;
+    s.seed = 980 + static_cast<uint64_t>(T);
+    RandomDecode d = make_random_decode(s);
+    ASSERT_EQ(run_decode_gpu(d, /*config=*/4).code, KDA_OK);
+    expected.push_back(d);
+  }
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      const RandomDecode& want = expected[static_cast<size_t>(i % 2)];
+      const RandomDecode original = make_random_decode(want.spec);
+      RandomDecode d = original;
+      DeviceDecode dd(d);
+      dd.params().kernel_config = 4;
+      cudaStream_t stream;
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        failures[static_cast<size_t>(i)] = "cudaStreamCreate";
+        return;
+      }
+      for (int r = 0; r < kRounds && failures[static_cast<size_t>(i)].empty(); ++r) {
+        d = original;  // download() wrote the previous round's out and pool into d
+        dd.upload();
+        const kda_status st = kda_decode(&dd.params(), reinterpret_cast<kda_stream_t>(stream));
+        if (st.code != KDA_OK) {
+          failures[static_cast<size_t>(i)] = "round " + std::to_string(r) + ": " + st.message;
+          break;
+        }
+        if (cudaStreamSynchronize(stream) != cudaSuccess) failures[static_cast<size_t>(i)] = "synchronize";
+        dd.download();
+        if (d.out != want.out || d.pool_f32 != want.pool_f32)
+          failures[static_cast<size_t>(i)] = "round " + std::to_string(r) + ": results differ from the call made alone";
+      }
+      cudaStreamDestroy(stream);
+    });
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(failures[static_cast<size_t>(i)], "") << "thread " << i;
 }
 
 // After cudaDeviceReset the kernels' shared-memory attribute is gone while the library's
