@@ -88,22 +88,14 @@ DecodeParams make_params(const DecodeProblem& dp) {
 // with long verify blocks) the kernel's limit is raised once per device to its size at the largest
 // block, kDecodeMaxTokBlock, and never lowered: set per call to each call's own size, calls of
 // different blocks on several host threads could lower it between another call's setting and its
-// launch (a spurious launch failure). A failed launch sets it again and retries once, as
-// launch_with_smem does (after a device reset the attribute is gone while its flag is not).
+// launch (a spurious launch failure).
 template <auto kKernel>
 cudaError_t launch_decode_kernel(int64_t ctas, int threads, int smem, int smem_max, cudaStream_t stream,
                                  const DecodeParams& p) {
-  const bool large = smem > 48 * 1024;
-  cudaError_t err = large ? set_smem_once<kKernel>(smem_max) : cudaSuccess;
-  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(ctas));
-  err = launch_kernel(kKernel, grid, threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
-  if (err != cudaSuccess && large) {
-    cudaGetLastError();
-    err = set_smem_once<kKernel>(smem_max, /*forget=*/true);
-    if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
-  }
-  return err;
+  if (smem > 48 * 1024)
+    return launch_with_smem_limit<kKernel>(grid, threads, smem, smem_max, stream, FLASH_KDA_DECODE_PDL != 0, p);
+  return launch_kernel(kKernel, grid, threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
 }
 
 template <int kConfig, bool kF32, GateKind kGate>

@@ -337,7 +337,6 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   rp.pass = plan.method == SplitMethod::kNone ? RecurrencePass::kWhole : RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
-  rp.deferred_final = nullptr;  // pass 2 writes final states where they belong
   if (warm && in_place) {
     DeferredFinalParams df;
     df.deferred = records + ws.deferred;

@@ -65,21 +65,38 @@ cudaError_t set_smem_once(int bytes, bool forget = false) {
   return err;
 }
 
-// Sets kKernel's shared-memory limit (once per device) and launches it. A failed launch sets the
-// attribute again and retries once: after a device reset the attribute is gone while the bit is
-// not (a failed launch enqueues nothing).
+// Sets kKernel's shared-memory limit to `limit` bytes (once per device; limit >= smem) and launches
+// it with `smem` bytes. A failed launch sets the attribute again and retries once: after a device
+// reset the attribute is gone while the bit is not (a failed launch enqueues nothing). `*attribute_failed`
+// (optional) tells whether the error returned comes from the attribute or from the launch.
 template <auto kKernel, typename Params>
-kda_status launch_with_smem(const char* name, dim3 grid, int threads, int smem, cudaStream_t stream, bool dependent,
-                            const Params& params) {
-  cudaError_t err = set_smem_once<kKernel>(smem);
+cudaError_t launch_with_smem_limit(dim3 grid, int threads, int smem, int limit, cudaStream_t stream, bool dependent,
+                                   const Params& params, bool* attribute_failed = nullptr) {
+  if (attribute_failed != nullptr) *attribute_failed = false;
+  cudaError_t err = set_smem_once<kKernel>(limit);
   if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    err = set_smem_once<kKernel>(smem, /*forget=*/true);
-    if (err != cudaSuccess) return cuda_error((std::string(name) + ": cudaFuncSetAttribute").c_str(), err);
+    err = set_smem_once<kKernel>(limit, /*forget=*/true);
+    if (err != cudaSuccess) {
+      if (attribute_failed != nullptr) *attribute_failed = true;
+      return err;
+    }
     err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
-    if (err != cudaSuccess) return cuda_error((std::string(name) + " launch").c_str(), err);
   }
+  return err;
+}
+
+// launch_with_smem_limit with the limit at the launch's own size (kernels whose shared memory does
+// not vary between calls), errors as a status naming `name`.
+template <auto kKernel, typename Params>
+kda_status launch_with_smem(const char* name, dim3 grid, int threads, int smem, cudaStream_t stream, bool dependent,
+                            const Params& params) {
+  bool attribute_failed = false;
+  const cudaError_t err =
+      launch_with_smem_limit<kKernel>(grid, threads, smem, smem, stream, dependent, params, &attribute_failed);
+  if (err != cudaSuccess)
+    return cuda_error((std::string(name) + (attribute_failed ? ": cudaFuncSetAttribute" : " launch")).c_str(), err);
   return make_ok();
 }
 

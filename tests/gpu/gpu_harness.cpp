@@ -196,6 +196,33 @@ void check_varlen_int32_matches_int64(ProblemSpec s, const char* what, double ou
   expect_identical(p32, p64, (std::string(what) + ": int32 vs int64 cu_seqlens").c_str());
 }
 
+CapturedFwd::CapturedFwd(DeviceProblem& dp) {
+  auto step = [&](cudaError_t err, const char* what) {
+    if (err != cudaSuccess && error_.empty()) error_ = std::string(what) + ": " + cudaGetErrorString(err);
+    return err == cudaSuccess;
+  };
+  if (!step(cudaStreamCreate(&stream_), "cudaStreamCreate")) return;
+  if (!step(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture")) return;
+  status_ = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), reinterpret_cast<kda_stream_t>(stream_));
+  if (!step(cudaStreamEndCapture(stream_, &graph_), "cudaStreamEndCapture")) return;
+  step(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
+}
+
+CapturedFwd::~CapturedFwd() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+cudaError_t CapturedFwd::replay(int times) {
+  if (exec_ == nullptr) return cudaErrorInvalidValue;
+  for (int i = 0; i < times; ++i) {
+    const cudaError_t err = cudaGraphLaunch(exec_, stream_);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaStreamSynchronize(stream_);
+}
+
 void check_graph_replay(const ProblemSpec& s, const char* what) {
   RandomProblem p = make_random_problem(s);
   RandomProblem eager = p;
@@ -203,17 +230,10 @@ void check_graph_replay(const ProblemSpec& s, const char* what) {
 
   DeviceProblem dp(p.params());
   dp.poison_workspace(0xff);  // nothing the call reads from the workspace may predate it
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(st.code, KDA_OK) << st.message;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  CapturedFwd graph(dp);
+  ASSERT_EQ(graph.error(), "");
+  ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
+  ASSERT_EQ(graph.replay(2), cudaSuccess);
   dp.download_outputs();
   expect_identical(p, eager, (std::string(what) + ": graph replay vs eager").c_str());
 
@@ -224,14 +244,10 @@ void check_graph_replay(const ProblemSpec& s, const char* what) {
   p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta; p.initial_f32 = fresh.initial_f32;
   p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
   dp.upload_inputs();
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(graph.replay(), cudaSuccess);
   dp.download_outputs();
   ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
   expect_identical(p, fresh, (std::string(what) + ": graph replay on new inputs vs eager").c_str());
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 ExactReference reference_f64(const kda_fwd_params& host) {

@@ -51,6 +51,28 @@ class DeviceProblem {
   size_t workspace_bytes_ = 0;
 };
 
+// One kda_fwd call on `dp` captured into a CUDA graph on a stream of its own (destroyed with it).
+// error(): the CUDA step of the capture that failed, empty when the graph is ready; status(): the
+// captured call's own status. replay(n): n graph launches, then a synchronisation of the stream.
+class CapturedFwd {
+ public:
+  explicit CapturedFwd(DeviceProblem& dp);
+  ~CapturedFwd();
+  CapturedFwd(const CapturedFwd&) = delete;
+  CapturedFwd& operator=(const CapturedFwd&) = delete;
+
+  const std::string& error() const { return error_; }
+  const kda_status& status() const { return status_; }
+  cudaError_t replay(int times = 1);
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  std::string error_;
+  kda_status status_{};
+};
+
 // Runs kda_fwd on the device for host params: uploads, runs `repeats` times, downloads.
 kda_status run_on_gpu(const kda_fwd_params& host, int repeats = 1);
 

@@ -140,6 +140,32 @@ TEST(GpuConcurrency, ThreadsAndStreamsGiveTheResultsOfSequentialCalls) {
   }
 }
 
+// p's params with final_state = initial_state (the in-place update: one device buffer, DeviceProblem).
+kda_fwd_params in_place_params(RandomProblem& p) {
+  kda_fwd_params ps = p.params();
+  ps.final_state.data = ps.initial_state.data;
+  return ps;
+}
+
+// The state an in-place run left in `in_place`'s initial-state buffer, bitwise against `f32` or `bf16`
+// (by the state dtype).
+void expect_state_in_place(const RandomProblem& in_place, kda_dtype dtype, const std::vector<float>& f32,
+                           const std::vector<uint16_t>& bf16, const std::string& what) {
+  if (dtype == KDA_DTYPE_F32)
+    EXPECT_EQ(0, std::memcmp(in_place.initial_f32.data(), f32.data(), f32.size() * 4)) << what;
+  else
+    EXPECT_EQ(in_place.initial_bf16, bf16) << what;
+}
+
+// `s` run once in place: bitwise the out and final state of the out-of-place run `apart`.
+void expect_in_place_equals(const ProblemSpec& s, const RandomProblem& apart, const std::string& what) {
+  RandomProblem same = make_random_problem(s);
+  const kda_status st = run_on_gpu(in_place_params(same));
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  EXPECT_EQ(same.out, apart.out) << what;
+  expect_state_in_place(same, s.initial_state, apart.final_f32, apart.final_bf16, what);
+}
+
 // final_state = initial_state (same device buffer and dtype): bitwise the out-of-place result, for
 // one pass, context parallelism (the state is read in pass 1 and written in pass 2) and varlen.
 TEST(GpuMemory, InPlaceStateUpdateEqualsOutOfPlace) {
@@ -154,19 +180,9 @@ TEST(GpuMemory, InPlaceStateUpdateEqualsOutOfPlace) {
         s.context_split = split;
         s.seed = 950 + split;
         RandomProblem apart = make_random_problem(s);
-        RandomProblem same = apart;
         ASSERT_EQ(run_on_gpu(apart.params()).code, KDA_OK);
-        kda_fwd_params ps = same.params();
-        ps.final_state.data = ps.initial_state.data;
-        const kda_status st = run_on_gpu(ps);
-        ASSERT_EQ(st.code, KDA_OK) << st.message;
-        const std::string what = "dtype " + std::to_string(dtype) + ", split " + std::to_string(split) +
-                                 (varlen ? ", varlen" : "");
-        EXPECT_EQ(same.out, apart.out) << what;
-        if (dtype == KDA_DTYPE_F32)
-          EXPECT_EQ(0, std::memcmp(same.initial_f32.data(), apart.final_f32.data(), apart.final_f32.size() * 4)) << what;
-        else
-          EXPECT_EQ(same.initial_bf16, apart.final_bf16) << what;
+        expect_in_place_equals(s, apart, "dtype " + std::to_string(dtype) + ", split " + std::to_string(split) +
+                                             (varlen ? ", varlen" : ""));
       }
 }
 
@@ -202,20 +218,9 @@ TEST(GpuMemory, InPlaceUnderTheWarmupEqualsOutOfPlace) {
       s.seed = 960;
       RandomProblem apart = make_random_problem(s);
       ASSERT_EQ(run_on_gpu(apart.params()).code, KDA_OK);
-      for (int rep = 0; rep < 5; ++rep) {
-        RandomProblem same = make_random_problem(s);
-        kda_fwd_params ps = same.params();
-        ps.final_state.data = ps.initial_state.data;
-        const kda_status st = run_on_gpu(ps);
-        ASSERT_EQ(st.code, KDA_OK) << st.message;
-        const std::string what = std::string(c.what) + ", dtype " + std::to_string(dtype) + ", repetition " +
-                                 std::to_string(rep);
-        EXPECT_EQ(same.out, apart.out) << what;
-        if (dtype == KDA_DTYPE_F32)
-          EXPECT_EQ(0, std::memcmp(same.initial_f32.data(), apart.final_f32.data(), apart.final_f32.size() * 4)) << what;
-        else
-          EXPECT_EQ(same.initial_bf16, apart.final_bf16) << what;
-      }
+      for (int rep = 0; rep < 5; ++rep)
+        expect_in_place_equals(
+            s, apart, std::string(c.what) + ", dtype " + std::to_string(dtype) + ", repetition " + std::to_string(rep));
     }
 }
 
@@ -230,36 +235,21 @@ TEST(GpuMemory, InPlaceWarmupGraphReplaysEqualEagerCalls) {
     s.context_method = KDA_CONTEXT_WARMUP;
     s.seed = 970;
     RandomProblem eager = make_random_problem(s);
-    kda_fwd_params pe = eager.params();
-    pe.final_state.data = pe.initial_state.data;
-    ASSERT_EQ(run_on_gpu(pe, 3).code, KDA_OK);
+    ASSERT_EQ(run_on_gpu(in_place_params(eager), 3).code, KDA_OK);
 
     RandomProblem graphed = make_random_problem(s);
-    kda_fwd_params pg = graphed.params();
-    pg.final_state.data = pg.initial_state.data;
-    DeviceProblem dp(pg);
+    DeviceProblem dp(in_place_params(graphed));
     dp.poison_workspace(0xff);
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_EQ(st.code, KDA_OK) << st.message;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    {
+      CapturedFwd graph(dp);
+      ASSERT_EQ(graph.error(), "");
+      ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
+      ASSERT_EQ(graph.replay(3), cudaSuccess);
+    }
     dp.download_outputs();
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
     const std::string what = "in-place warm-up, 3 graph replays vs 3 eager calls, dtype " + std::to_string(dtype);
     EXPECT_EQ(graphed.out, eager.out) << what;
-    if (dtype == KDA_DTYPE_F32)
-      EXPECT_EQ(0, std::memcmp(graphed.initial_f32.data(), eager.initial_f32.data(), eager.initial_f32.size() * 4)) << what;
-    else
-      EXPECT_EQ(graphed.initial_bf16, eager.initial_bf16) << what;
+    expect_state_in_place(graphed, dtype, eager.initial_f32, eager.initial_bf16, what);
     // Not vacuous: three steps moved the state away from the one the problem started with.
     const RandomProblem start = make_random_problem(s);
     if (dtype == KDA_DTYPE_F32)

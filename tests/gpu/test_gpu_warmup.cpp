@@ -227,22 +227,15 @@ TEST(GpuWarmup, GraphReplaySwitchesBetweenWarmupAndFallback) {
   RandomProblem p = make_random_problem(fast);
   DeviceProblem dp(p.params());
   dp.poison_workspace(0xff);
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_EQ(st.code, KDA_OK) << st.message;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedFwd graph(dp);
+  ASSERT_EQ(graph.error(), "");
+  ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
   for (const ProblemSpec* spec : {&fast, &slow, &fast}) {
     RandomProblem fresh = make_random_problem(*spec);
     p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta;
     p.initial_f32 = fresh.initial_f32; p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
     dp.upload_inputs();
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    ASSERT_EQ(graph.replay(), cudaSuccess);
     dp.download_outputs();
     RandomProblem eager = fresh;
     const GpuErrors e = gpu_vs_f64(eager);
@@ -250,9 +243,6 @@ TEST(GpuWarmup, GraphReplaySwitchesBetweenWarmupAndFallback) {
     expect_pass_rule(what, e);
     expect_identical(p, eager, what);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace
