@@ -10,6 +10,8 @@
 // Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]]
 //        [--context-split N]   (kda_fwd_params.context_split: 0 automatic, 1 off, N segments)
 //        [--context-method M]  (kda_fwd_params.context_method: 0 automatic, 1 exact combine, 2 warm-up)
+//        [--trusted-pointers]  (kda_fwd_params.trusted_pointers = 1: no per-tensor device queries;
+//                               the published protocol measures the checked call, without it)
 // Groups: prefill, prefill_small_heads, prefill_long_memory (the same random inputs except that every
 // dt_bias_slow_every-th key channel of dt_bias is dt_bias_slow: slowly decaying channels).
 #include <cuda_runtime.h>
@@ -87,7 +89,7 @@ struct Result {
   int sets = 1;
 };
 
-Result run_case(const Case& c, int iters, int context_split, int context_method) {
+Result run_case(const Case& c, int iters, int context_split, int context_method, bool trusted_pointers) {
   const bool varlen = c.seq_lens.size() > 1;
   const int64_t B = varlen ? 1 : c.B;
   int64_t T = 0;
@@ -154,6 +156,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method)
     p.scale = 1.0f / std::sqrt(128.0f);
     p.context_split = context_split;
     p.context_method = context_method;
+    p.trusted_pointers = trusted_pointers ? 1 : 0;
   }
   size_t ws_bytes = 0;
   kda_status st = kda_fwd_workspace_size(&params[0], &ws_bytes);
@@ -242,6 +245,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method)
 int main(int argc, char** argv) {
   std::string cases_path, json_path, filter;
   int iters = 50, context_split = 0, context_method = 0;
+  bool trusted_pointers = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -251,10 +255,11 @@ int main(int argc, char** argv) {
     else if (a == "--filter") filter = next();
     else if (a == "--context-split") context_split = std::atoi(next().c_str());
     else if (a == "--context-method") context_method = std::atoi(next().c_str());
+    else if (a == "--trusted-pointers") trusted_pointers = true;
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] "
-                   "[--context-split N] [--context-method M]\n",
+                   "[--context-split N] [--context-method M] [--trusted-pointers]\n",
                    argv[0]);
       return 2;
     }
@@ -286,7 +291,7 @@ int main(int argc, char** argv) {
   };
   for (const Case& c : read_cases(cases_path)) {
     if (!matches(filter, c.name)) continue;
-    const Result r = run_case(c, iters, context_split, context_method);
+    const Result r = run_case(c, iters, context_split, context_method, trusted_pointers);
     const double speedup = c.flashkda_ms / r.eager_ms;
     add(c.group, speedup, r.eager_ms);
     add("all", speedup, r.eager_ms);

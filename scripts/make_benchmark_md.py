@@ -17,10 +17,15 @@ a decode table with the targets of the decode issue checked.
 Usage: scripts/make_benchmark_md.py --bench bench.json [--python bench_python.json]
            [--baseline bench_base.json --baseline-label COMMIT] [--decode bench_decode.json]
            --date YYYY-MM-DD --commit SHA --device "NVIDIA H200" --command "..." [--out BENCHMARK_H200.md]
+           [--plot benchmarks/results/benchmark_h200.svg]
+
+Also writes --plot: an SVG bar chart of every prefill case (ours, upstream FlashKDA, FLA, the floor),
+linked from the Markdown.
 """
 import argparse
 import json
 import math
+import os
 
 
 def read_lines(path):
@@ -179,6 +184,58 @@ def table(rows, fla_now, base, base_label):
     return "\n".join(lines)
 
 
+PLOT_SERIES = (("ours (eager)", "#1f6fb4"), ("upstream FlashKDA", "#e07b1a"), ("FLA chunk_kda", "#3a9a3a"),
+               ("memory floor", "#888888"))
+
+
+def plot_svg(groups, fla_now, titles):
+    """A horizontal bar chart (SVG text, no plotting library): per case, ours, upstream FlashKDA,
+    FLA (this run where measured, else the file's anchor) and the floor, on a log time axis."""
+    label_w, plot_w, bar_h, gap, row_pad, head_h = 170, 640, 5, 1, 8, 22
+    vals = []
+    for rs in groups.values():
+        for r in rs:
+            vals += [x for x in (r["ms"], r["flashkda_ms"], fla_now.get(r["name"]) or r["fla_ms"], r["floor_ms"])
+                     if x and x > 0]
+    lo = 10 ** math.floor(math.log10(min(vals)))
+    hi = 10 ** math.ceil(math.log10(max(vals)))
+    decades = round(math.log10(hi / lo))
+
+    def x_of(v):
+        return label_w + plot_w * math.log10(v / lo) / decades
+
+    row_h = 4 * (bar_h + gap) + row_pad
+    y = 48
+    body = []
+    for g, rs in groups.items():
+        body.append(f'<text x="4" y="{y + 14}" font-weight="bold">{titles.get(g, g)}</text>')
+        y += head_h
+        for r in rs:
+            series = (r["ms"], r["flashkda_ms"], fla_now.get(r["name"]) or r["fla_ms"], r["floor_ms"])
+            body.append(f'<text x="{label_w - 6}" y="{y + 2 * (bar_h + gap) + 4}" text-anchor="end">{r["name"]}</text>')
+            for i, (v, (_, color)) in enumerate(zip(series, PLOT_SERIES)):
+                if v and v > 0:
+                    yy = y + i * (bar_h + gap)
+                    body.append(f'<rect x="{label_w}" y="{yy}" width="{x_of(v) - label_w:.1f}" height="{bar_h}" '
+                                f'fill="{color}"><title>{r["name"]}: {PLOT_SERIES[i][0]} {v:.4g} ms</title></rect>')
+            y += row_h
+    height = y + 30
+    grid = []
+    for d in range(decades + 1):
+        v = lo * 10 ** d
+        x = x_of(v)
+        grid.append(f'<line x1="{x:.1f}" y1="40" x2="{x:.1f}" y2="{y}" stroke="#dddddd"/>')
+        grid.append(f'<text x="{x:.1f}" y="{y + 16}" text-anchor="middle">{v:g} ms</text>')
+    legend = []
+    for i, (name, color) in enumerate(PLOT_SERIES):
+        legend.append(f'<rect x="{label_w + 160 * i}" y="12" width="12" height="12" fill="{color}"/>'
+                      f'<text x="{label_w + 160 * i + 16}" y="22">{name}</text>')
+    width = label_w + plot_w + 20
+    return "\n".join([f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                      f'font-family="sans-serif" font-size="11">',
+                      f'<rect width="{width}" height="{height}" fill="white"/>'] + grid + legend + body + ["</svg>", ""])
+
+
 def sequence_parallel_targets(rows, by_name, base):
     """The sequence-parallelism targets (bounded warm-up) checked on this run, where the cases exist."""
     lines = ["## Targets of the bounded warm-up (sequence parallelism)", ""]
@@ -243,6 +300,9 @@ def main():
     ap.add_argument("--baseline-label", default="before")
     ap.add_argument("--decode", help="bench_decode.json from flash_kda_bench_decode")
     ap.add_argument("--out", default="BENCHMARK_H200.md")
+    ap.add_argument("--plot", default="benchmarks/results/benchmark_h200.svg",
+                    help="the SVG chart written beside the tables (path relative to the working directory "
+                         "and, in the Markdown link, to --out's directory)")
     a = ap.parse_args()
     rows = read_lines(a.bench)
     fla_now = read_python(a.python)
@@ -276,6 +336,13 @@ def main():
         text += [f"## {titles.get(g, g)}", "", table(rs, fla_now, base, a.baseline_label), ""]
         if g == "prefill_long_memory":
             text += [long_memory_table(rs, by_name, base, a.baseline_label), ""]
+    with open(a.plot, "w") as f:
+        f.write(plot_svg(groups, fla_now, titles))
+    rel = os.path.relpath(a.plot, os.path.dirname(os.path.abspath(a.out)))
+    text += ["## Chart", "",
+             "Per case, on a log time axis: ours (eager ms, above), upstream FlashKDA and FLA's `chunk_kda` "
+             "(this run where measured, else the anchor of cases.json), and the memory floor.", "",
+             f"![time per case against the anchors and the floor]({rel})", ""]
     text += sequence_parallel_targets(rows, by_name, base)
     sp = [r["flashkda_ms"] / r["ms"] for r in rows]
     text += ["## All cases", "",

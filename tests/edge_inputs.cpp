@@ -45,4 +45,32 @@ void make_extreme_preactivated_gates(RandomProblem& p) {
   for (size_t i = 3; i < p.g.size(); i += 11) p.g[i] = reference::float_to_bf16(-3.0e38f);
 }
 
+void make_identical_chunk_keys(RandomProblem& p) {
+  const ProblemSpec& s = p.spec;
+  const uint16_t plus100 = reference::float_to_bf16(100.0f);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t t = 0; t < s.T; ++t) {
+      if ((t / 16) % 2 != 0) continue;
+      const int64_t first = t - t % 16;
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t i = 0; i < D; ++i) p.k[((b * s.T + t) * s.H + h) * D + i] = p.k[((b * s.T + first) * s.H + h) * D + i];
+      for (int64_t h = 0; h < s.HV; ++h) p.beta[(b * s.T + t) * s.HV + h] = plus100;
+    }
+}
+
+void make_saturated_gates(RandomProblem& p, float big) {
+  const ProblemSpec& s = p.spec;
+  const uint16_t hi = reference::float_to_bf16(big), lo = reference::float_to_bf16(-big);
+  const uint16_t b1 = reference::float_to_bf16(100.0f), b0 = reference::float_to_bf16(-100.0f);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t t = 0; t < s.T; ++t) {
+      const int64_t c = (t / 16) % 3;
+      for (int64_t h = 0; h < s.HV; ++h) {
+        if (c < 2)
+          for (int64_t i = 0; i < D; ++i) p.g[((b * s.T + t) * s.HV + h) * D + i] = c == 0 ? hi : lo;
+        p.beta[(b * s.T + t) * s.HV + h] = t % 2 ? b1 : b0;
+      }
+    }
+}
+
 }  // namespace kda::test

@@ -22,4 +22,17 @@ void make_extreme_softplus_gates(RandomProblem& p, std::initializer_list<int64_t
 // Pre-activated gates: every 7th element -inf, every 11th from the 3rd -3e38.
 void make_extreme_preactivated_gates(RandomProblem& p);
 
+// Degenerate chunks: in every even 16-token chunk of every batch row, each head's 16 keys are
+// that chunk's first key and beta is +100 (b = 1 after the sigmoid), so A's rows are multiples of
+// one another and every token of the chunk overwrites the same direction of the state. Needs the
+// fixed-length layout (no cu_seqlens).
+void make_identical_chunk_keys(RandomProblem& p);
+
+// Gates saturated chunk by chunk (fixed-length layout): in chunks c % 3 == 0 every g is +big, in
+// chunks c % 3 == 1 every g is -big, the rest keep their random values; beta is +100 or -100 (b = 1
+// or 0) on alternate tokens. Bounded gate, big = 1e4: the sigmoid is exactly 1 (the strongest
+// decay, lower_bound per token) or 0 (no decay at all, which the bounded warm-up cannot bound);
+// softplus gate, big = 100: a decay of e^-100 per token or one of about e^-43 (a denormal).
+void make_saturated_gates(RandomProblem& p, float big);
+
 }  // namespace kda::test

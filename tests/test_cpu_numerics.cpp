@@ -1,7 +1,8 @@
 // Inputs at the edge of fp32 (issue 8 item 5) on the float32 chunked path against the float64
 // recurrence: q and k near the largest bf16 (their sum of squares overflows fp32), softplus gates
 // of +inf and huge arguments, a preactivated gate of -inf, and a rate exp(A_log) past fp32 with a
-// zero gate argument. The float64 path stays finite on all of them; the chunked path (the GPU
+// zero gate argument; and degenerate chunks (identical keys with b = 1, gates and betas saturated
+// chunk by chunk, softplus gates of +-100). The float64 path stays finite on all of them; the chunked path (the GPU
 // kernel's algebra and guards) must agree with it and stay finite. The guards' building blocks are
 // in tests/test_kernel_math.cpp; the GPU versions of these cases in tests/gpu/test_gpu_numerics.cpp.
 #include <gtest/gtest.h>
@@ -36,6 +37,9 @@ void expect_paths_agree(const ProblemSpec& spec, const std::function<void(Random
   const std::vector<double> s64 = f32_to_f64(f64.final_f32), s32 = f32_to_f64(f32.final_f32);
   ASSERT_EQ(count_non_finite(o64), 0u) << what << ": the float64 path itself";
   ASSERT_EQ(count_non_finite(s64), 0u) << what << ": the float64 path itself";
+  double norm = 0.0;  // an edit that zeroed every output would make the comparison pass
+  for (double x : o64) norm += x * x;
+  ASSERT_GT(norm, 0.0) << what << ": every output of the float64 path is zero";
   EXPECT_EQ(count_non_finite(o32), 0u) << what;
   EXPECT_EQ(count_non_finite(s32), 0u) << what;
   const double out_err = rel_l2(o32, o64), state_err = rel_l2(s32, s64);
@@ -93,6 +97,26 @@ TEST(CpuNumerics, RateBeyondFp32WithAZeroGateArgument) {
       for (size_t i = 0; i < p.g.size(); i += 3) p.g[i] = 0;  // g + dt_bias = 0 exactly
       for (size_t i = 1; i < p.g.size(); i += 5) p.g[i] = reference::float_to_bf16(-200.0f);  // softplus = 0 in fp32
     }, gate == KDA_GATE_BOUNDED ? "A_log 100, zero argument (bounded)" : "A_log 100, zero argument (softplus)");
+  }
+}
+
+TEST(CpuNumerics, IdenticalKeysInAChunk) {
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
+    ProblemSpec spec;
+    spec.B = 2, spec.T = 70, spec.H = 1, spec.HV = 2, spec.gate = gate, spec.seed = 15;
+    expect_paths_agree(spec, [](RandomProblem& p) { make_identical_chunk_keys(p); },
+                       gate == KDA_GATE_BOUNDED ? "identical keys, b = 1 (bounded)" : "identical keys, b = 1 (softplus)");
+  }
+}
+
+TEST(CpuNumerics, SaturatedGatesAndBetas) {
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
+    ProblemSpec spec;
+    spec.B = 2, spec.T = 70, spec.H = 1, spec.HV = 2, spec.gate = gate, spec.seed = 16;
+    const float big = gate == KDA_GATE_BOUNDED ? 1e4f : 100.0f;
+    expect_paths_agree(spec, [big](RandomProblem& p) { make_saturated_gates(p, big); },
+                       gate == KDA_GATE_BOUNDED ? "saturated gates +-1e4, b in {0, 1} (bounded)"
+                                                : "softplus gates +-100, b in {0, 1}");
   }
 }
 

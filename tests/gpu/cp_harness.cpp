@@ -83,6 +83,8 @@ kda_status run_sharded(const kda_fwd_params& host, const std::vector<int64_t>& c
     if (host.final_state.data != nullptr && host.final_state.dtype != KDA_DTYPE_F32)
       throw std::runtime_error("run_sharded: packed batches need an fp32 final state");
   }
+  if (o.in_place && host.final_state.data != nullptr && host.final_state.dtype != KDA_DTYPE_F32)
+    throw std::runtime_error("run_sharded: in_place needs an fp32 final state");
   std::vector<Shard> shards(static_cast<size_t>(R));
   std::vector<int64_t> first_shard(static_cast<size_t>(pr.N), -1);
   for (int64_t r = 0; r < R; ++r) {
@@ -182,6 +184,7 @@ kda_status run_sharded(const kda_fwd_params& host, const std::vector<int64_t>& c
       if (!pr.varlen) {
         p.initial_state = r == 0 ? full.initial_state : state_rows(starts_t, r * pr.N, pr.N);  // S(r)
         p.final_state = r + 1 == R ? full.final_state : kda_tensor{};
+        if (o.in_place && r > 0 && r + 1 == R && full.final_state.data != nullptr) p.final_state = p.initial_state;
       } else {
         // Local start states: rows of the caller's (as fp32) in starts rows [r*N, r*N + n_loc),
         // the first one from the chain when it continues.
@@ -202,9 +205,12 @@ kda_status run_sharded(const kda_fwd_params& host, const std::vector<int64_t>& c
           KDA_RETURN_IF_ERROR(kda_combine_transitions(r - j0, Dc, Mc, init, kda_tensor{}, state_rows(local, 0, 1), st));
         }
         p.initial_state = local;
-        p.final_state = local_final[static_cast<size_t>(r)];
+        p.final_state = o.in_place && full.final_state.data != nullptr ? local : local_final[static_cast<size_t>(r)];
       }
       KDA_RETURN_IF_ERROR(kda_fwd_prepared(&p, ws[static_cast<size_t>(r)], ws_bytes[static_cast<size_t>(r)], st));
+      if (!pr.varlen && p.final_state.data != nullptr && p.final_state.data != full.final_state.data)  // in place
+        check(cudaMemcpyAsync(full.final_state.data, p.final_state.data, static_cast<size_t>(pr.N * HV * kMat) * 4,
+                              cudaMemcpyDeviceToDevice, stream), "copy in-place final");
       // Packed: the final states of the sequences that end here.
       if (pr.varlen && p.final_state.data != nullptr) {
         const int64_t owned_rows = s.continues ? n_loc - 1 : n_loc;

@@ -18,6 +18,11 @@ struct ShardedOptions {
   int32_t split = 0;                  // context_split of every shard
   bool graph = false;                 // capture every call in one CUDA graph, replay twice
   int repeats = 1;                    // eager runs (graph: ignored)
+  // kda_fwd_prepared updates its state in place (final_state is initial_state) where the shard
+  // has a final state: every packed shard, and the last shard of a fixed batch with 2 or more shards
+  // (its start state S(R-1), fp32); the result is then copied where it belongs. Needs an fp32
+  // final state.
+  bool in_place = false;
 };
 
 // Runs host params (fixed batch: every row split at `cuts`; packed: the packed tokens split at

@@ -2,13 +2,15 @@
 // recurrence: q and k rows near the largest bf16 (the preparation kernel's L2 norm overflowed fp32
 // there and gave zeros), softplus gates of +inf and huge arguments and a preactivated gate of -inf
 // (the per-token log-decay is floored, never inf - inf), and exp(A_log) past fp32 with a zero gate
-// argument (the rate is capped, never inf · 0). Each case: finite outputs, within tolerance of the
+// argument (the rate is capped, never inf · 0); degenerate chunks (identical keys with b = 1, gates
+// and betas saturated chunk by chunk, softplus gates of +-100) under every method. Each case: finite outputs, within tolerance of the
 // float64 result, bitwise identical on a second run. The CPU versions: tests/test_cpu_numerics.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "reference/common.h"
@@ -72,6 +74,62 @@ TEST(GpuNumerics, RateBeyondFp32WithAZeroGateArgument) {
       for (size_t i = 0; i < p.g.size(); i += 3) p.g[i] = 0;
       for (size_t i = 1; i < p.g.size(); i += 5) p.g[i] = reference::float_to_bf16(-200.0f);
     }, gate == KDA_GATE_BOUNDED ? "A_log 100, zero argument (bounded)" : "A_log 100, zero argument (softplus)");
+  }
+}
+
+// The same degenerate inputs under each method of the plan: automatic, one pass, the exact combine
+// (3 segments) and the bounded warm-up forced to 4 pieces (units whose bound fails fall back).
+struct Method {
+  int32_t split, method;
+  const char* name;
+};
+constexpr Method kMethods[] = {{0, KDA_CONTEXT_AUTO, "auto"},
+                               {1, KDA_CONTEXT_AUTO, "one pass"},
+                               {3, KDA_CONTEXT_EXACT, "exact, P = 3"},
+                               {4, KDA_CONTEXT_WARMUP, "warm-up, 4 pieces"}};
+
+// Neither result may be all zeros (an edit that zeroed everything would make any comparison pass).
+void expect_nonzero(const RandomProblem& p, const std::string& what) {
+  double out = 0, state = 0;
+  for (uint16_t x : p.out) out += std::fabs(reference::bf16_to_float(x));
+  for (float x : p.final_f32) state += std::fabs(x);
+  EXPECT_GT(out, 0.0) << what;
+  EXPECT_GT(state, 0.0) << what;
+}
+
+void check_every_method(ProblemSpec s, const std::function<void(RandomProblem&)>& edit, const std::string& what) {
+  for (const Method& m : kMethods) {
+    s.context_split = m.split;
+    s.context_method = m.method;
+    const std::string name = what + " [" + m.name + "]";
+    RandomProblem p = make_random_problem(s);
+    edit(p);
+    RandomProblem again = p;
+    expect_close(name.c_str(), gpu_vs_f64(p));
+    expect_nonzero(p, name);
+    ASSERT_EQ(run_on_gpu(again.params()).code, KDA_OK) << name;
+    expect_identical(p, again, name.c_str());
+  }
+}
+
+TEST(GpuNumerics, IdenticalKeysInAChunk) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
+    ProblemSpec s;
+    s.B = 2, s.T = 200, s.H = 1, s.HV = 2, s.gate = gate, s.seed = 75;
+    check_every_method(s, [](RandomProblem& p) { make_identical_chunk_keys(p); },
+                       gate == KDA_GATE_BOUNDED ? "identical keys, b = 1 (bounded)" : "identical keys, b = 1 (softplus)");
+  }
+}
+
+TEST(GpuNumerics, SaturatedGatesAndBetas) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
+    ProblemSpec s;
+    s.B = 2, s.T = 200, s.H = 1, s.HV = 2, s.gate = gate, s.seed = 76;
+    const float big = gate == KDA_GATE_BOUNDED ? 1e4f : 100.0f;
+    check_every_method(s, [big](RandomProblem& p) { make_saturated_gates(p, big); },
+                       gate == KDA_GATE_BOUNDED ? "saturated gates +-1e4, b in {0, 1}" : "softplus gates +-100, b in {0, 1}");
   }
 }
 
