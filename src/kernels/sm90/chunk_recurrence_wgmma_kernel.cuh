@@ -141,6 +141,22 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     uint32_t dst[kPiecesPerLane];
 #pragma unroll
     for (int j = 0; j < kPiecesPerLane; ++j) dst[j] = stage_offset_of_piece<L>(lane + 32 * j);
+    // The values likewise: lane piece m (warpgroup w, token j, 8 rows from 8q) reads token j of
+    // chunk c at vsrc[m] + c·16 token strides, into the same place of every stage.
+    constexpr int kValuesPerLane = kValuePieces / 32;
+    const uint16_t* vsrc[kValuesPerLane];
+    uint32_t vdst[kValuesPerLane];
+    int vtok[kValuesPerLane];
+#pragma unroll
+    for (int m = 0; m < kValuesPerLane; ++m) {
+      const int k = lane + 32 * m;
+      const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
+      vsrc[m] = p.v + span.batch * p.v_st.b + (span.t0 + j) * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
+      vdst[m] = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.stage[0].vt[w].bytes) -
+                                      reinterpret_cast<const unsigned char*>(&st.stage[0])) +
+                static_cast<uint32_t>(L::VtTile::offset(j, 8 * q));
+      vtok[m] = j;
+    }
     ptx::wait_primary();
     for (int i = 0; i < steps; ++i) {
       const int c = c_start + i;
@@ -153,14 +169,13 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
 #pragma unroll
       for (int j = 0; j < kPiecesPerLane; ++j) ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * (lane + 32 * j), true);
       {  // a transition's values are zeros (zero-filled copies): its steps take the same path
+        const int64_t chunk_off = static_cast<int64_t>(c) * 16 * p.v_st.t;
 #pragma unroll
-        for (int k = lane; k < kValuePieces; k += 32) {
-          const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
-          const bool valid = j < Lc && !transition;
-          const int64_t tok = span.t0 + c * 16 + (valid ? j : 0);
-          const uint16_t* src = p.v + span.batch * p.v_st.b + tok * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
-          unsigned char* dst = reinterpret_cast<unsigned char*>(st.stage[s].vt[w].bytes) + L::VtTile::offset(j, 8 * q);
-          ptx::cp_async_16_zfill(dst, src, valid);
+        for (int m = 0; m < kValuesPerLane; ++m) {
+          const bool valid = vtok[m] < Lc && !transition;
+          // An invalid piece reads nothing; its address stays the chunk's first token (in range).
+          const uint16_t* src = vsrc[m] + chunk_off - (valid ? 0 : vtok[m] * p.v_st.t);
+          ptx::cp_async_16_zfill(stage + vdst[m], src, valid);
         }
       }
       ptx::cp_async_arrive_noinc(&full[s]);
