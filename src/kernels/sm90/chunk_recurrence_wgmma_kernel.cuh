@@ -216,6 +216,11 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     // No branch on `transition` around the products (a transition's values are zero-filled): with
     // the accumulators written under that branch, ptxas serialised every wgmma of the warm-up
     // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
+    // Γ of this thread's 32 key columns, loaded before the batch so that S·Diag(Γ) after it does
+    // not wait for shared memory (the loads may not sit inside the batch: C7518).
+    float2 gm[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
     XO_t xo, uo;
     uo.fence_operand();
     xo.fence_operand();
@@ -235,11 +240,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     // run made ptxas wait inside the batch (C7518: every wgmma of the kernel serialised).
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      const float2 gm = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
-      S.v[4 * j] *= gm.x;
-      S.v[4 * j + 1] *= gm.y;
-      S.v[4 * j + 2] *= gm.x;
-      S.v[4 * j + 3] *= gm.y;
+      S.v[4 * j] *= gm[j].x;
+      S.v[4 * j + 1] *= gm[j].y;
+      S.v[4 * j + 2] *= gm[j].x;
+      S.v[4 * j + 3] *= gm[j].y;
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
