@@ -3,7 +3,7 @@
 // wgmma descriptor packs and unpacks its fields at the documented bits, the accumulator layout
 // covers each element of m64nN once and feeds the register A operand, operand descriptors start
 // where the tile keeps their k-step, the shared-storage helpers align, the tensor-map builder
-// rejects bad arguments by name. tests/gpu/test_tile.cu checks the same functions on the hardware.
+// rejects bad arguments by name, the register budget of a CTA and of a setmaxnreg split. tests/gpu/test_tile.cu checks the same functions on the hardware.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/launch/tensor_map.h"
+#include "src/ptx/register_budget.h"
 #include "src/ptx/wgmma_desc.h"
 #include "src/tile/operand.h"
 #include "src/tile/smem_layout.h"
@@ -277,6 +278,25 @@ TEST(TileTensorMap, RejectsBadArgumentsByName) {
   EXPECT_EQ(sm90::tensor_map_swizzle(Swizzle::k64B), CU_TENSOR_MAP_SWIZZLE_64B);
   EXPECT_EQ(sm90::tensor_map_swizzle(Swizzle::k32B), CU_TENSOR_MAP_SWIZZLE_32B);
   EXPECT_EQ(sm90::tensor_map_swizzle(Swizzle::kNone), CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
+// What a CTA launched with __launch_bounds__(threads, 1) holds per thread: the busiest
+// sub-partition's share (ptxas gave 168 for 288 and for 384 threads on 2026-12-01), and which
+// setmaxnreg splits fit in it (112 / 200 / 200 with 384 threads made setmaxnreg.inc wait forever).
+TEST(RegisterBudget, LaunchCountAndSetmaxnregSplits) {
+  EXPECT_EQ(ptx::launch_regs_per_thread(384), 168);
+  EXPECT_EQ(ptx::launch_regs_per_thread(288), 168);  // 9 warps: 3 on one sub-partition
+  EXPECT_EQ(ptx::launch_regs_per_thread(256), 256);
+  EXPECT_EQ(ptx::launch_regs_per_thread(160), 256);
+  EXPECT_EQ(ptx::launch_regs_per_thread(512), 128);
+  EXPECT_EQ(ptx::launch_regs_per_thread(640), 96);   // 20 warps: 5 per sub-partition, 102 -> 96
+  EXPECT_TRUE(ptx::setmaxnreg_fits(384, {40, 232, 232}));
+  EXPECT_TRUE(ptx::setmaxnreg_fits(384, {120, 192, 192}));
+  EXPECT_FALSE(ptx::setmaxnreg_fits(384, {112, 200, 200}));  // 65536 > 64512: the hang
+  EXPECT_FALSE(ptx::setmaxnreg_fits(384, {64, 224, 224}));
+  EXPECT_FALSE(ptx::setmaxnreg_fits(384, {40, 232}));         // threads must be 128 x warpgroups
+  EXPECT_FALSE(ptx::setmaxnreg_fits(384, {44, 230, 230}));    // not multiples of 8
+  static_assert(ptx::setmaxnreg_fits(384, {40, 232, 232}), "usable in static_assert");
 }
 
 }  // namespace

@@ -3,10 +3,10 @@
 //
 // setmaxnreg: every thread of a warpgroup executes the same setmaxnreg (.sync.aligned); the count is
 // a multiple of 8 in 24..256. dec releases registers to the CTA's pool, inc blocks until the pool
-// has enough. The kernel's launch register count (from __launch_bounds__ / maxrregcount) times its
-// threads must cover the sum after reallocation, e.g. 3 warpgroups of 128 threads with
-// __launch_bounds__(384, 1) (168 registers each): producer dec<40>, consumers inc<232>
-// (128 x (40 + 2 x 232) = 64512 <= 65536).
+// has enough, so an inc beyond what the CTA was launched with never returns. The pool is the launch
+// count times the threads, not 65536: 3 warpgroups with __launch_bounds__(384, 1) hold 168 x 384 =
+// 64512, e.g. producer dec<40>, consumers inc<232> (128 x (40 + 2 x 232) = 64512). Check a split
+// with register_budget.h's setmaxnreg_fits (static_assert).
 //
 // Named barriers: NamedBarrier{id, threads}; threads a multiple of 32 (whole warps). sync() waits
 // until `threads` threads arrived (sync or arrive) on the barrier; arrive() counts without waiting
@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "src/ptx/register_budget.h"
 
 namespace kda::ptx {
 

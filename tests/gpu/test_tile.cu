@@ -27,6 +27,7 @@
 #include "src/launch/tensor_map.h"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/bulk_copy.cuh"
+#include "src/ptx/register_budget.h"
 #include "src/ptx/tma.cuh"
 #include "src/ptx/warpgroup.cuh"
 #include "src/ptx/wgmma.cuh"
@@ -460,7 +461,8 @@ struct PcConfig {
     float scale;
     alignas(8) uint64_t full;
   };
-  static_assert(kProducerRegs + 2 * kConsumerRegs <= 65536 / 128, "register budget of 3 warpgroups");
+  static_assert(ptx::setmaxnreg_fits(kThreads, {kProducerRegs, kConsumerRegs, kConsumerRegs}),
+                "the 3 warpgroups' registers after setmaxnreg fit in what the CTA is launched with");
 };
 
 __global__ void __launch_bounds__(PcConfig::kThreads, 1)
