@@ -7,6 +7,8 @@
 // ChunkedRounding (reference.h) rounds chosen operands to bf16 to predict the kernel's error.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -22,6 +24,15 @@ constexpr int D = static_cast<int>(kHeadDim);  // K = V = 128
 constexpr float kLog2e = 1.4426950408889634f;
 
 float round_if(bool round, float x) { return round ? round_bf16(x) : x; }
+// x rounded to tf32 (10 explicit mantissa bits), to nearest with ties away from zero (cvt.rna).
+float round_tf32(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  if ((b & 0x7f800000u) != 0x7f800000u) b = (b + 0x1000u) & 0xffffe000u;  // inf / NaN kept
+  float y;
+  std::memcpy(&y, &b, 4);
+  return y;
+}
 // x as a bf16 hi + lo pair (what two products with the pair add up to), or as one bf16.
 float split_or_round(bool split, float x) {
   const float hi = round_bf16(x);
@@ -82,7 +93,7 @@ void decayed_rows(Chunk* c) {
 
 // Bounded gate: |G| <= 16·5·log2(e) < 126, so 2^{G[i]-G[j]} = 2^{G[i]}·2^{-G[j]} exactly:
 // A = Diag(b)·strict_lower(Kd·Kiᵀ), M = lower(Qd·Kiᵀ), Ki[j] = k̂[j] ⊙ 2^{-G[j]}.
-void build_am_factorised(Chunk* c, bool round_a, bool round_m) {
+void build_am_factorised(Chunk* c, bool round_a, bool round_m, bool tf32) {
   float Ki[C][D];
   for (int j = 0; j < C; ++j)
     for (int k = 0; k < D; ++k) Ki[j][k] = c->kh[j][k] * std::exp2(-c->G[j][k]);
@@ -91,8 +102,13 @@ void build_am_factorised(Chunk* c, bool round_a, bool round_m) {
       float a = 0.0f, m = 0.0f;
       if (j <= i) {
         for (int k = 0; k < D; ++k) {
-          a += round_if(round_a, c->Kd[i][k]) * round_if(round_a, Ki[j][k]);
-          m += round_if(round_m, c->Qd[i][k]) * round_if(round_m, Ki[j][k]);
+          if (tf32) {
+            a += round_tf32(c->Kd[i][k]) * round_tf32(Ki[j][k]);
+            m += round_tf32(c->Qd[i][k]) * round_tf32(Ki[j][k]);
+          } else {
+            a += round_if(round_a, c->Kd[i][k]) * round_if(round_a, Ki[j][k]);
+            m += round_if(round_m, c->Qd[i][k]) * round_if(round_m, Ki[j][k]);
+          }
         }
       }
       c->A[i][j] = j < i ? c->b[i] * a : 0.0f;
@@ -159,7 +175,7 @@ void solve_chunk(const ChunkedRounding& r, Chunk* c) {
     for (int k = 0; k < D; ++k) {
       float acc = 0.0f;
       for (int j = 0; j <= i; ++j) acc += left(c->P[i][j]) * kd(j, k);
-      c->Qp[i][k] = c->Qd[i][k] - acc;
+      c->Qp[i][k] = (r.tf32_am_operands ? round_tf32(c->Qd[i][k]) : c->Qd[i][k]) - acc;
     }
   }
   for (int i = 0; i < C; ++i) {
@@ -237,7 +253,7 @@ void run_seq_head(const Problem& pr, const ChunkedRounding& r, int64_t n, int64_
     load_chunk(pr, hp, hv, start, L, chunk.get());
     decayed_rows(chunk.get());
     if (bounded)
-      build_am_factorised(chunk.get(), r.round_a_operands, r.round_m_operands);
+      build_am_factorised(chunk.get(), r.round_a_operands, r.round_m_operands, r.tf32_am_operands);
     else
       build_am_blocked(chunk.get());
     solve_chunk(r, chunk.get());

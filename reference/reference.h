@@ -26,6 +26,11 @@ struct ChunkedRounding {
   bool split_u = false;            // U as a bf16 hi + lo pair in the update (overrides round_u)
   bool split_kr = false;           // Kr as a bf16 hi + lo pair in the update (overrides round_record for Kr)
   bool split_p_operands = false;   // M and Tb as bf16 hi + lo pairs in P = M·Tb (the kernel since version 23)
+  // A candidate, not the kernel (docs/performance_notes.md "Where precision matters"): Kd, Qd and Ki
+  // as tf32 (10-bit mantissa, rounded to nearest, ties away, as cvt.rna.tf32.f32) in A and M (bounded
+  // gate: tf32 tensor-core products instead of M's bf16 hi + lo pairs), and Qd as that tf32 where
+  // Qp = Qd − P·Kd adds it (overrides round_a_operands and round_m_operands).
+  bool tf32_am_operands = false;
 };
 
 // Token-by-token recurrence in float64. Inputs must be host pointers. `num_threads` <= 0: all cores.

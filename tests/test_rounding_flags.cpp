@@ -3,7 +3,7 @@
 // precision study, tests/tools/rounding_study.cpp, meaningless), and the facts the kernels rely on
 // hold: the preparation's A, Wd and Qp products lose nothing measurable from one bf16 per operand
 // (chunk_prep_kernel, version 21), M and the Tb/P-times-V products do, and the state error is set by
-// the bf16 U and Kr of the update.
+// the bf16 U and Kr of the update; and what the tf32 candidate for A and M would cost.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -73,7 +73,8 @@ TEST_F(RoundingFlags, EveryFlagChangesTheResult) {
   bool ChunkedRounding::*flags[] = {&ChunkedRounding::round_a_operands, &ChunkedRounding::round_m_operands,
                                     &ChunkedRounding::round_wide_left,  &ChunkedRounding::round_wide_kd,
                                     &ChunkedRounding::split_u,          &ChunkedRounding::split_kr,
-                                    &ChunkedRounding::round_small,      &ChunkedRounding::split_p_operands};
+                                    &ChunkedRounding::round_small,      &ChunkedRounding::split_p_operands,
+                                    &ChunkedRounding::tf32_am_operands};
   for (auto f : flags) {
     ChunkedRounding r = base;
     r.*f = true;
@@ -99,6 +100,24 @@ TEST_F(RoundingFlags, PreparationProductsNeedNoSplitExceptM) {
   ChunkedRounding small = v21;
   small.round_small = true;  // Tb and P multiply V
   EXPECT_GT(run(small).out, before.out * 1.2);
+}
+
+// The candidate of docs/performance_notes.md "Where precision matters": A and M from tf32 operands
+// (and Qd as that tf32 in Qp) instead of M's bf16 hi + lo pairs costs about 1% of out error and
+// nothing of the state's; M from one bf16 per operand costs ~60%.
+TEST_F(RoundingFlags, Tf32ForAAndMCostsAboutOnePercentOfOut) {
+  ChunkedRounding kernel = kernel_before_v21();
+  kernel.round_a_operands = kernel.round_wide_left = kernel.round_wide_kd = kernel.split_p_operands = true;
+  const Errors now = run(kernel);
+  ChunkedRounding tf32 = kernel;
+  tf32.tf32_am_operands = true;
+  const Errors t = run(tf32);
+  std::printf("[ errors ] kernel out %.3e state %.3e | A, M, Qd from tf32 out %.3e state %.3e\n", now.out, now.state,
+              t.out, t.state);
+  EXPECT_FALSE(same_result(t, now));
+  EXPECT_LE(t.out, now.out * 1.03);
+  EXPECT_GE(t.out, now.out * 0.97);
+  EXPECT_LE(t.state, now.state * 1.01);
 }
 
 TEST_F(RoundingFlags, StateErrorComesFromUAndKr) {

@@ -70,6 +70,9 @@ std::vector<Variant> variants() {
   r = k;
   r.round_small = true;
   v.push_back({"Tb,P bf16 (times V)", r});
+  r = k;
+  r.tf32_am_operands = true;
+  v.push_back({"A,M,Qd from tf32", r});
   return v;
 }
 
