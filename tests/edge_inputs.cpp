@@ -73,4 +73,19 @@ void make_saturated_gates(RandomProblem& p, float big) {
     }
 }
 
+EdgeCase degenerate_chunks_case(DegenerateChunks kind, kda_gate gate, int64_t T, uint64_t seed) {
+  EdgeCase c;
+  c.spec.B = 2, c.spec.T = T, c.spec.H = 1, c.spec.HV = 2, c.spec.gate = gate, c.spec.seed = seed;
+  const bool bounded = gate == KDA_GATE_BOUNDED;
+  if (kind == DegenerateChunks::kIdenticalKeys) {
+    c.edit = [](RandomProblem& p) { make_identical_chunk_keys(p); };
+    c.name = bounded ? "identical keys, b = 1 (bounded)" : "identical keys, b = 1 (softplus)";
+  } else {
+    const float big = bounded ? 1e4f : 100.0f;
+    c.edit = [big](RandomProblem& p) { make_saturated_gates(p, big); };
+    c.name = bounded ? "saturated gates +-1e4, b in {0, 1} (bounded)" : "softplus gates +-100, b in {0, 1}";
+  }
+  return c;
+}
+
 }  // namespace kda::test

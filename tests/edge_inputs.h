@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <string>
 
 #include "tests/random_problem.h"
 
@@ -34,5 +36,16 @@ void make_identical_chunk_keys(RandomProblem& p);
 // decay, lower_bound per token) or 0 (no decay at all, which the bounded warm-up cannot bound);
 // softplus gate, big = 100: a decay of e^-100 per token or one of about e^-43 (a denormal).
 void make_saturated_gates(RandomProblem& p, float big);
+
+// The degenerate-chunk cases of tests/test_cpu_numerics.cpp and tests/gpu/test_gpu_numerics.cpp,
+// per gate: B = 2 sequences of T tokens, H = 1, HV = 2 (grouped value heads), the edit above
+// (saturated: +-1e4 for the bounded gate, +-100 for softplus) and the case's name.
+enum class DegenerateChunks { kIdenticalKeys, kSaturatedGates };
+struct EdgeCase {
+  ProblemSpec spec;
+  std::function<void(RandomProblem&)> edit;
+  std::string name;
+};
+EdgeCase degenerate_chunks_case(DegenerateChunks kind, kda_gate gate, int64_t T, uint64_t seed);
 
 }  // namespace kda::test

@@ -102,21 +102,15 @@ TEST(CpuNumerics, RateBeyondFp32WithAZeroGateArgument) {
 
 TEST(CpuNumerics, IdenticalKeysInAChunk) {
   for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
-    ProblemSpec spec;
-    spec.B = 2, spec.T = 70, spec.H = 1, spec.HV = 2, spec.gate = gate, spec.seed = 15;
-    expect_paths_agree(spec, [](RandomProblem& p) { make_identical_chunk_keys(p); },
-                       gate == KDA_GATE_BOUNDED ? "identical keys, b = 1 (bounded)" : "identical keys, b = 1 (softplus)");
+    const EdgeCase c = degenerate_chunks_case(DegenerateChunks::kIdenticalKeys, gate, 70, 15);
+    expect_paths_agree(c.spec, c.edit, c.name.c_str());
   }
 }
 
 TEST(CpuNumerics, SaturatedGatesAndBetas) {
   for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
-    ProblemSpec spec;
-    spec.B = 2, spec.T = 70, spec.H = 1, spec.HV = 2, spec.gate = gate, spec.seed = 16;
-    const float big = gate == KDA_GATE_BOUNDED ? 1e4f : 100.0f;
-    expect_paths_agree(spec, [big](RandomProblem& p) { make_saturated_gates(p, big); },
-                       gate == KDA_GATE_BOUNDED ? "saturated gates +-1e4, b in {0, 1} (bounded)"
-                                                : "softplus gates +-100, b in {0, 1}");
+    const EdgeCase c = degenerate_chunks_case(DegenerateChunks::kSaturatedGates, gate, 70, 16);
+    expect_paths_agree(c.spec, c.edit, c.name.c_str());
   }
 }
 

@@ -115,21 +115,16 @@ void check_every_method(ProblemSpec s, const std::function<void(RandomProblem&)>
 TEST(GpuNumerics, IdenticalKeysInAChunk) {
   KDA_SKIP_WITHOUT_SM90();
   for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
-    ProblemSpec s;
-    s.B = 2, s.T = 200, s.H = 1, s.HV = 2, s.gate = gate, s.seed = 75;
-    check_every_method(s, [](RandomProblem& p) { make_identical_chunk_keys(p); },
-                       gate == KDA_GATE_BOUNDED ? "identical keys, b = 1 (bounded)" : "identical keys, b = 1 (softplus)");
+    const EdgeCase c = degenerate_chunks_case(DegenerateChunks::kIdenticalKeys, gate, 200, 75);
+    check_every_method(c.spec, c.edit, c.name);
   }
 }
 
 TEST(GpuNumerics, SaturatedGatesAndBetas) {
   KDA_SKIP_WITHOUT_SM90();
   for (kda_gate gate : {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS}) {
-    ProblemSpec s;
-    s.B = 2, s.T = 200, s.H = 1, s.HV = 2, s.gate = gate, s.seed = 76;
-    const float big = gate == KDA_GATE_BOUNDED ? 1e4f : 100.0f;
-    check_every_method(s, [big](RandomProblem& p) { make_saturated_gates(p, big); },
-                       gate == KDA_GATE_BOUNDED ? "saturated gates +-1e4, b in {0, 1}" : "softplus gates +-100, b in {0, 1}");
+    const EdgeCase c = degenerate_chunks_case(DegenerateChunks::kSaturatedGates, gate, 200, 76);
+    check_every_method(c.spec, c.edit, c.name);
   }
 }
 

@@ -8,9 +8,11 @@
 //   [U0 | O0] = Vᵀ·[Tb; P]ᵀ          two m64n32k16 (Tb, P as their hi and lo parts), shared memory
 //   (one batch, one wait), then S ← S·Diag(Γ) on the registers, U = U0 − X, O = O0 + Oin,
 //   S += bf16(U)·Kr                   one m64n128k16, U as register A
-// Nothing but wgmma runs between a batch's fence and its wait: a shared load or a register write
-// in between makes ptxas wait for each wgmma before the next (C7518/C7520; the SASS then shows a
-// WARPGROUP.DEPBAR per HGMMA). Check `-Xptxas -v` for those notes after any change here.
+// ptxas serialises the wgmma (it waits for each before the next: C7518/C7520, a WARPGROUP.DEPBAR per
+// HGMMA in the SASS) when the accumulators are written under a branch, or when S·Diag(Γ) runs
+// inside the first batch with Γ from this step's shared memory (with Γ constant it does not); the
+// output's stores between the update's commit and its wait are fine. Check `-Xptxas -v` for those
+// notes after any change here (CI: .ci/check_wgmma_serialization.sh).
 // The state operand is one bf16 (no hi/lo pair: +3% out error, the state unchanged, per the
 // rounding emulation, docs/performance_notes.md "Where precision matters").
 //
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     // the accumulators written under that branch, ptxas serialised every wgmma of the warm-up
     // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
     // Γ of this thread's 32 key columns, loaded before the batch so that S·Diag(Γ) after it does
-    // not wait for shared memory (the loads may not sit inside the batch: C7518).
+    // not wait for shared memory.
     float2 gm[16];
 #pragma unroll
     for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
@@ -236,8 +238,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     ptx::wgmma_wait_group<0>();
     uo.fence_operand();
     xo.fence_operand();
-    // S·Diag(Γ) once the products are done: a shared load or a write of registers while they
-    // run made ptxas wait inside the batch (C7518: every wgmma of the kernel serialised).
+    // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
+    // Γ loaded before the batch (docs/performance_notes.md, "S·Diag(Γ) inside the first batch").
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       S.v[4 * j] *= gm[j].x;
