@@ -10,6 +10,7 @@
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
+#include "src/ptx/register_budget.h"
 
 namespace kda::test {
 namespace {
@@ -65,6 +66,27 @@ void check_stage() {
 
 TEST(WgmmaStage, RecordPiecesLandWhereWgmmaReadsThemOneWarpgroup) { check_stage<1>(); }
 TEST(WgmmaStage, RecordPiecesLandWhereWgmmaReadsThemTwoWarpgroups) { check_stage<2>(); }
+
+// The block of each layout: one consumer warpgroup with a producer warp (5 warps: the launch gives
+// up to 255 registers per thread, no setmaxnreg); two with a producer warpgroup whose setmaxnreg
+// split fits in what the 12 warps are launched with (168 each), leaving the consumers more than the
+// 168 that 9 warps would get. A split that does not fit hangs the kernel (setmaxnreg.inc waits).
+TEST(WgmmaStage, ProducerAndRegisterSplit) {
+  using L1 = sm90::WgmmaRecurrenceLayout<1>;
+  using L2 = sm90::WgmmaRecurrenceLayout<2>;
+  EXPECT_FALSE(L1::kProducerWarpgroup);
+  EXPECT_EQ(L1::kThreads, 160);
+  EXPECT_EQ(ptx::launch_regs_per_thread(L1::kThreads), 256);
+  EXPECT_TRUE(L2::kProducerWarpgroup);
+  EXPECT_EQ(L2::kThreads, 384);
+  EXPECT_EQ(ptx::launch_regs_per_thread(L2::kThreads), 168);
+  EXPECT_TRUE(ptx::setmaxnreg_fits(L2::kThreads, {L2::kProducerRegs, L2::kConsumerRegs, L2::kConsumerRegs}));
+  EXPECT_GT(L2::kConsumerRegs, ptx::launch_regs_per_thread(128 * 2 + 32));
+  // The copies split evenly enough: whole value rounds per producer thread, record pieces in
+  // ceil(928 / 128) = 8 rounds, the last one partial.
+  EXPECT_EQ((2 * 16 * 8) % L2::kProducerThreads, 0);
+  EXPECT_EQ((ChunkRecord::kBytes / 16 + L2::kProducerThreads - 1) / L2::kProducerThreads, 8u);
+}
 
 }  // namespace
 }  // namespace kda::test

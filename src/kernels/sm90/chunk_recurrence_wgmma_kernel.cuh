@@ -17,13 +17,15 @@
 // rounding emulation, docs/performance_notes.md "Where precision matters").
 //
 // Block: kWG consumer warpgroups (warps 4w..4w+3 own value rows slice·64·kWG + 64w + [0, 64)) and
-// one producer warp. The producer copies each chunk's record into a ring stage by cp.async, 16
-// bytes per lane and step, placing every piece where wgmma reads it: the record's [16][128]
+// a producer: one warp beside one consumer warpgroup, a whole warpgroup beside two, which hands
+// registers to the consumers by setmaxnreg (wgmma_stage.h). The producer copies each chunk's record
+// into a ring stage by cp.async, 16 bytes per thread and piece, placing every piece where wgmma
+// reads it: the record's [16][128]
 // operands (256-byte rows whose 16-byte chunks are XORed with row % 8) become 128B-swizzled column
 // panels ([panel][row][128 B], the same XOR), Wd and Qp one 32-row tile, Tb and P (hi, lo) two
 // 32-row 32B-swizzled tiles; the values of each warpgroup's rows a [16 tokens][64 rows] 128B-
 // swizzled tile (the MN-major A operand Vᵀ). Barriers as in chunk_recurrence_kernel: full[stage]
-// (one cp.async arrival per producer lane), empty[stage] (one arrival per consumer lane, after its
+// (one cp.async arrival per producer thread), empty[stage] (one arrival per consumer lane, after its
 // warpgroup's products have read the stage: wgmma.wait_group 0).
 #pragma once
 
@@ -43,6 +45,7 @@
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
 #include "src/ptx/tma.cuh"  // fence_proxy_async_shared
+#include "src/ptx/warpgroup.cuh"
 #include "src/ptx/wgmma.cuh"
 #include "src/tile/fragments.cuh"
 #include "src/tile/operand.h"
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::kStages; ++s) {
-      ptx::mbar_init(&full[s], 32);
+      ptx::mbar_init(&full[s], L::kProducerThreads);  // one cp.async arrival per producer thread
       ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
     ptx::fence_barrier_init();
@@ -131,27 +134,34 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
 
   const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
 
+  static_assert(!L::kProducerWarpgroup ||
+                    ptx::setmaxnreg_fits(L::kThreads, {L::kProducerRegs, L::kConsumerRegs, L::kConsumerRegs}),
+                "the setmaxnreg split must fit in the registers the CTA is launched with (else inc never returns)");
   if (wg == kWG) {
-    if (warp != 4 * kWG) return;
-    // ---- Producer warp ---------------------------------------------------------------------------
+    // ---- Producer (L::kProducerThreads threads) ------------------------------------------------------
+    if constexpr (L::kProducerWarpgroup) ptx::setmaxnreg_dec<L::kProducerRegs>();
+    constexpr int kPT = L::kProducerThreads;
+    const int pt = kPT == 32 ? lane : static_cast<int>(threadIdx.x) - 128 * kWG;  // producer thread
     constexpr int kRecordPieces = ChunkRecord::kBytes / 16;
-    constexpr int kPiecesPerLane = kRecordPieces / 32;
+    constexpr int kPiecesPerThread = (kRecordPieces + kPT - 1) / kPT;
+    constexpr bool kWholeSteps = kRecordPieces % kPT == 0;  // else the last round is partial
     constexpr int kValuePieces = kWG * 16 * 8;  // per warpgroup: 16 tokens x 8 pieces of 8 rows
-    static_assert(kRecordPieces % 32 == 0 && kValuePieces % 32 == 0, "whole warp steps");
-    // Where this lane's record pieces go: the same for every chunk, so computed once (a per-piece
-    // computation in the copy loop made the producer issue-bound).
-    uint32_t dst[kPiecesPerLane];
+    static_assert(kValuePieces % kPT == 0, "every producer thread copies the same number of value pieces");
+    // Where this thread's record pieces go: the same for every chunk, so computed once (a per-piece
+    // computation in the copy loop made the producer issue-bound). Pieces past the record: none.
+    uint32_t dst[kPiecesPerThread];
 #pragma unroll
-    for (int j = 0; j < kPiecesPerLane; ++j) dst[j] = stage_offset_of_piece<L>(lane + 32 * j);
-    // The values likewise: lane piece m (warpgroup w, token j, 8 rows from 8q) reads token j of
-    // chunk c at vsrc[m] + c·16 token strides, into the same place of every stage.
-    constexpr int kValuesPerLane = kValuePieces / 32;
-    const uint16_t* vsrc[kValuesPerLane];
-    uint32_t vdst[kValuesPerLane];
-    int vtok[kValuesPerLane];
+    for (int j = 0; j < kPiecesPerThread; ++j)
+      dst[j] = kWholeSteps || pt + kPT * j < kRecordPieces ? stage_offset_of_piece<L>(pt + kPT * j) : 0u;
+    // The values likewise: piece m (warpgroup w, token j, 8 rows from 8q) reads token j of chunk c at
+    // vsrc[m] + c·16 token strides, into the same place of every stage.
+    constexpr int kValuesPerThread = kValuePieces / kPT;
+    const uint16_t* vsrc[kValuesPerThread];
+    uint32_t vdst[kValuesPerThread];
+    int vtok[kValuesPerThread];
 #pragma unroll
-    for (int m = 0; m < kValuesPerLane; ++m) {
-      const int k = lane + 32 * m;
+    for (int m = 0; m < kValuesPerThread; ++m) {
+      const int k = pt + kPT * m;
       const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
       vsrc[m] = p.v + span.batch * p.v_st.b + (span.t0 + j) * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
       vdst[m] = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.stage[0].vt[w].bytes) -
@@ -169,11 +179,13 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
       const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
 #pragma unroll
-      for (int j = 0; j < kPiecesPerLane; ++j) ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * (lane + 32 * j), true);
+      for (int j = 0; j < kPiecesPerThread; ++j)
+        if (kWholeSteps || pt + kPT * j < kRecordPieces)
+          ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * (pt + kPT * j), true);
       {  // a transition's values are zeros (zero-filled copies): its steps take the same path
         const int64_t chunk_off = static_cast<int64_t>(c) * 16 * p.v_st.t;
 #pragma unroll
-        for (int m = 0; m < kValuesPerLane; ++m) {
+        for (int m = 0; m < kValuesPerThread; ++m) {
           const bool valid = vtok[m] < Lc && !transition;
           // An invalid piece reads nothing; its address stays the chunk's first token (in range).
           const uint16_t* src = vsrc[m] + chunk_off - (valid ? 0 : vtok[m] * p.v_st.t);
@@ -186,6 +198,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   }
 
   // ---- Consumer warpgroups -------------------------------------------------------------------------
+  if constexpr (L::kProducerWarpgroup) ptx::setmaxnreg_inc<L::kConsumerRegs>();
   const int rows0 = row0 + 64 * wg;  // first value row of this warpgroup
   if (preloaded) {
   } else if (p.pass != RecurrencePass::kSecond) {

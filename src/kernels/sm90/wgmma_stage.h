@@ -39,7 +39,16 @@ struct WgmmaRecurrenceLayout {
     uint64_t empty[kStages];
   };
   static constexpr int kRows = 64 * kWG;
-  static constexpr int kThreads = 128 * kWG + 32;
+  // The producer: one warp beside one consumer warpgroup (5 warps: up to 255 registers per
+  // thread), a whole warpgroup beside two (9 warps would cap every thread at 168; 12 warps hold 168 x
+  // 384, which setmaxnreg splits 88 / 208 / 208, checked by the kernel with ptx::setmaxnreg_fits).
+  // With two consumer warpgroups the four producer warps share the copies (8 record pieces and 2
+  // value pieces per thread and step instead of 29 and 8 per lane of one warp); full grids run 1-5%
+  // faster (docs/performance_notes.md, version 29).
+  static constexpr bool kProducerWarpgroup = kWG >= 2;
+  static constexpr int kProducerThreads = kProducerWarpgroup ? 128 : 32;
+  static constexpr int kThreads = 128 * kWG + kProducerThreads;
+  static constexpr int kProducerRegs = 88, kConsumerRegs = 208;  // setmaxnreg (kProducerWarpgroup)
   static constexpr int kConsumerWarps = 4 * kWG;
   static_assert(kStages >= 3, "at least three stages");
 };
