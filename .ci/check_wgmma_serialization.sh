@@ -2,10 +2,13 @@
 # Fails when ptxas serialises any wgmma of the library's kernels (its notes C7510-C7520: "wgmma.mma_async
 # instructions are serialized ..."): a register write, a shared load or a branch inside a wgmma batch
 # makes ptxas wait for each wgmma before issuing the next, which cost the recurrence up to 20% until
-# 2026-12-01 (docs/performance_notes.md, "The wgmma recurrence without serialised wgmma"). Compiles the
-# translation units that instantiate wgmma kernels (today src/launch/fwd_sm90.cu) for sm_90a with
-# ptxas' verbose notes, by default and with the build knobs that change a wgmma batch
-# (FLASH_KDA_SPLIT_U=1: a second update product); checked to fail on 83ba1ed's kernel.
+# 2026-12-01 (docs/performance_notes.md, "The wgmma recurrence without serialised wgmma"). Also fails
+# when any kernel of those translation units spills registers: a setmaxnreg split or a register cap
+# too small for a role shows only as spills (checked to fail with the producer warpgroup's split set
+# to 40 / 232). Compiles the translation units that instantiate wgmma kernels (today
+# src/launch/fwd_sm90.cu) for sm_90a with ptxas' verbose notes, by default and with the build knobs
+# that change a wgmma batch (FLASH_KDA_SPLIT_U=1: a second update product); checked to fail on
+# 83ba1ed's kernel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
@@ -18,11 +21,16 @@ for knobs in "" "-DFLASH_KDA_SPLIT_U=1"; do
     nvcc -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -I. -Iinclude -gencode arch=compute_90a,code=sm_90a \
       $knobs -Xptxas -v -c "$tu" -o "$out/x.o" >"$log" 2>&1 || { cat "$log"; exit 1; }
     kernels=$(grep -c 'Used [0-9]* registers' "$log" || true)
+    spills=$(grep -E "bytes spill stores" "$log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads" || true)
     if grep -E "wgmma\.mma_async instructions are serialized" "$log"; then
       echo "check_wgmma_serialization: ptxas serialised wgmma in $tu ${knobs:-(defaults)} (above)"
       bad=1
+    elif [ "$spills" -gt 0 ]; then
+      awk '/Function properties for/ {f = $NF} /bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {print f ": " $0}' "$log"
+      echo "check_wgmma_serialization: $spills kernels of $tu ${knobs:-(defaults)} spill registers (above)"
+      bad=1
     else
-      echo "check_wgmma_serialization: $tu ${knobs:-(defaults)}: $kernels kernels, no serialised wgmma"
+      echo "check_wgmma_serialization: $tu ${knobs:-(defaults)}: $kernels kernels, no serialised wgmma, no spills"
     fi
   done
 done
