@@ -20,10 +20,9 @@
 // a producer: one warp beside one consumer warpgroup, a whole warpgroup beside two, which hands
 // registers to the consumers by setmaxnreg (wgmma_stage.h). The producer copies each chunk's record
 // into a ring stage by cp.async, 16 bytes per thread and piece, placing every piece where wgmma
-// reads it: the record's [16][128]
-// operands (256-byte rows whose 16-byte chunks are XORed with row % 8) become 128B-swizzled column
-// panels ([panel][row][128 B], the same XOR), Wd and Qp one 32-row tile, Tb and P (hi, lo) two
-// 32-row 32B-swizzled tiles; the values of each warpgroup's rows a [16 tokens][64 rows] 128B-
+// reads it: the record's [16][128] operands (256-byte rows whose 16-byte chunks are XORed with
+// row % 8) become 128B-swizzled column panels ([panel][row][128 B], the same XOR), Wd and Qp one
+// 32-row tile, Tb and P (hi, lo) two 32-row 32B-swizzled tiles; the values of each warpgroup's rows a [16 tokens][64 rows] 128B-
 // swizzled tile (the MN-major A operand Vᵀ). Barriers as in chunk_recurrence_kernel: full[stage]
 // (one cp.async arrival per producer thread), empty[stage] (one arrival per consumer lane, after its
 // warpgroup's products have read the stage: wgmma.wait_group 0).
