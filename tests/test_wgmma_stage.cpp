@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <set>
+#include <vector>
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
@@ -82,11 +83,38 @@ TEST(WgmmaStage, ProducerAndRegisterSplit) {
   EXPECT_EQ(ptx::launch_regs_per_thread(L2::kThreads), 168);
   EXPECT_TRUE(ptx::setmaxnreg_fits(L2::kThreads, {L2::kProducerRegs, L2::kConsumerRegs, L2::kConsumerRegs}));
   EXPECT_GT(L2::kConsumerRegs, ptx::launch_regs_per_thread(128 * 2 + 32));
-  // The copies split evenly enough: whole value rounds per producer thread, record pieces in
-  // ceil(928 / 128) = 8 rounds, the last one partial.
-  EXPECT_EQ((2 * 16 * 8) % L2::kProducerThreads, 0);
-  EXPECT_EQ((ChunkRecord::kBytes / 16 + L2::kProducerThreads - 1) / L2::kProducerThreads, 8u);
+  // Record pieces in ceil(928 / 128) = 8 rounds (the last partial) with the warpgroup, 29 with a warp.
+  EXPECT_EQ(sm90::wgmma_recurrence_detail::ProducerShare<L2>::kRecordRounds, 8);
+  EXPECT_EQ(sm90::wgmma_recurrence_detail::ProducerShare<L1>::kRecordRounds, 29);
 }
+
+// Every record piece and every value piece of a step is copied by exactly one producer thread.
+template <int kWG>
+void check_producer_share() {
+  using Share = sm90::wgmma_recurrence_detail::ProducerShare<sm90::WgmmaRecurrenceLayout<kWG>>;
+  std::vector<int> record(Share::kRecordPieces, 0), value(Share::kValuePieces, 0);
+  for (int pt = 0; pt < Share::kThreads; ++pt) {
+    for (int j = 0; j < Share::kRecordRounds; ++j) {
+      if (!Share::has_record_piece(pt, j)) continue;
+      const int k = Share::record_piece(pt, j);
+      ASSERT_GE(k, 0);
+      ASSERT_LT(k, Share::kRecordPieces) << "thread " << pt << " round " << j;
+      ++record[k];
+    }
+    for (int m = 0; m < Share::kValueRounds; ++m) {
+      const int k = Share::value_piece(pt, m);
+      ASSERT_GE(k, 0);
+      ASSERT_LT(k, Share::kValuePieces) << "thread " << pt << " round " << m;
+      ++value[k];
+    }
+  }
+  for (int k = 0; k < Share::kRecordPieces; ++k) EXPECT_EQ(record[k], 1) << "record piece " << k;
+  for (int k = 0; k < Share::kValuePieces; ++k) EXPECT_EQ(value[k], 1) << "value piece " << k;
+  EXPECT_EQ(Share::kValuePieces, kWG * 16 * 8);
+}
+
+TEST(WgmmaStage, ProducerCopiesEveryPieceOnceOneWarpgroup) { check_producer_share<1>(); }
+TEST(WgmmaStage, ProducerCopiesEveryPieceOnceTwoWarpgroups) { check_producer_share<2>(); }
 
 }  // namespace
 }  // namespace kda::test

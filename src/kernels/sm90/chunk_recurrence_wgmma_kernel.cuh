@@ -139,28 +139,22 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   if (wg == kWG) {
     // ---- Producer (L::kProducerThreads threads) ------------------------------------------------------
     if constexpr (L::kProducerWarpgroup) ptx::setmaxnreg_dec<L::kProducerRegs>();
-    constexpr int kPT = L::kProducerThreads;
-    const int pt = kPT == 32 ? lane : static_cast<int>(threadIdx.x) - 128 * kWG;  // producer thread
-    constexpr int kRecordPieces = ChunkRecord::kBytes / 16;
-    constexpr int kPiecesPerThread = (kRecordPieces + kPT - 1) / kPT;
-    constexpr bool kWholeSteps = kRecordPieces % kPT == 0;  // else the last round is partial
-    constexpr int kValuePieces = kWG * 16 * 8;  // per warpgroup: 16 tokens x 8 pieces of 8 rows
-    static_assert(kValuePieces % kPT == 0, "every producer thread copies the same number of value pieces");
+    using Share = ProducerShare<L>;
+    const int pt = Share::kThreads == 32 ? lane : static_cast<int>(threadIdx.x) - 128 * kWG;  // producer thread
     // Where this thread's record pieces go: the same for every chunk, so computed once (a per-piece
     // computation in the copy loop made the producer issue-bound). Pieces past the record: none.
-    uint32_t dst[kPiecesPerThread];
+    uint32_t dst[Share::kRecordRounds];
 #pragma unroll
-    for (int j = 0; j < kPiecesPerThread; ++j)
-      dst[j] = kWholeSteps || pt + kPT * j < kRecordPieces ? stage_offset_of_piece<L>(pt + kPT * j) : 0u;
-    // The values likewise: piece m (warpgroup w, token j, 8 rows from 8q) reads token j of chunk c at
+    for (int j = 0; j < Share::kRecordRounds; ++j)
+      dst[j] = Share::has_record_piece(pt, j) ? stage_offset_of_piece<L>(Share::record_piece(pt, j)) : 0u;
+    // The values likewise: piece k (warpgroup w, token j, 8 rows from 8q) reads token j of chunk c at
     // vsrc[m] + c·16 token strides, into the same place of every stage.
-    constexpr int kValuesPerThread = kValuePieces / kPT;
-    const uint16_t* vsrc[kValuesPerThread];
-    uint32_t vdst[kValuesPerThread];
-    int vtok[kValuesPerThread];
+    const uint16_t* vsrc[Share::kValueRounds];
+    uint32_t vdst[Share::kValueRounds];
+    int vtok[Share::kValueRounds];
 #pragma unroll
-    for (int m = 0; m < kValuesPerThread; ++m) {
-      const int k = pt + kPT * m;
+    for (int m = 0; m < Share::kValueRounds; ++m) {
+      const int k = Share::value_piece(pt, m);
       const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
       vsrc[m] = p.v + span.batch * p.v_st.b + (span.t0 + j) * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
       vdst[m] = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.stage[0].vt[w].bytes) -
@@ -178,13 +172,13 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
       const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
 #pragma unroll
-      for (int j = 0; j < kPiecesPerThread; ++j)
-        if (kWholeSteps || pt + kPT * j < kRecordPieces)
-          ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * (pt + kPT * j), true);
+      for (int j = 0; j < Share::kRecordRounds; ++j)
+        if (Share::has_record_piece(pt, j))
+          ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * Share::record_piece(pt, j), true);
       {  // a transition's values are zeros (zero-filled copies): its steps take the same path
         const int64_t chunk_off = static_cast<int64_t>(c) * 16 * p.v_st.t;
 #pragma unroll
-        for (int m = 0; m < kValuesPerThread; ++m) {
+        for (int m = 0; m < Share::kValueRounds; ++m) {
           const bool valid = vtok[m] < Lc && !transition;
           // An invalid piece reads nothing; its address stays the chunk's first token (in range).
           const uint16_t* src = vsrc[m] + chunk_off - (valid ? 0 : vtok[m] * p.v_st.t);

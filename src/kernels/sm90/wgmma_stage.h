@@ -77,6 +77,27 @@ KDA_TILE_HD constexpr uint32_t stage_offset_of_piece(int k) {
   return base + (idx >> 1) * 512 + within;
 }
 
+// The producer's share of a step: producer thread pt (of L::kProducerThreads) copies record pieces
+// record_piece(pt, j) for j < kRecordRounds where has_record_piece (the last round is partial when
+// the 928 pieces do not divide evenly) and value pieces value_piece(pt, m) for m < kValueRounds (piece k: warpgroup
+// k / 128, token (k / 8) % 16, rows 8 (k % 8) ..). Together every piece exactly once
+// (tests/test_wgmma_stage.cpp).
+template <class L>
+struct ProducerShare {
+  static constexpr int kThreads = L::kProducerThreads;
+  static constexpr int kRecordPieces = static_cast<int>(ChunkRecord::kBytes / 16);
+  static constexpr int kRecordRounds = (kRecordPieces + kThreads - 1) / kThreads;
+  static constexpr bool kWholeRounds = kRecordPieces % kThreads == 0;
+  static constexpr int kValuePieces = L::kConsumerWarps / 4 * 16 * 8;  // per warpgroup: 16 tokens x 8 pieces
+  static_assert(kValuePieces % kThreads == 0, "every producer thread copies the same number of value pieces");
+  static constexpr int kValueRounds = kValuePieces / kThreads;
+  KDA_TILE_HD static constexpr int record_piece(int pt, int j) { return pt + kThreads * j; }
+  KDA_TILE_HD static constexpr bool has_record_piece(int pt, int j) {
+    return kWholeRounds || record_piece(pt, j) < kRecordPieces;
+  }
+  KDA_TILE_HD static constexpr int value_piece(int pt, int m) { return pt + kThreads * m; }
+};
+
 }  // namespace wgmma_recurrence_detail
 
 }  // namespace kda::sm90
