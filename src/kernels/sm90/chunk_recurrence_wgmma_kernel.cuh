@@ -10,9 +10,12 @@
 //   S += bf16(U)·Kr                   one m64n128k16, U as register A
 // ptxas serialises the wgmma (it waits for each before the next: C7518/C7520, a WARPGROUP.DEPBAR per
 // HGMMA in the SASS) when the accumulators are written under a branch, or when S·Diag(Γ) runs
-// inside the first batch with Γ from this step's shared memory (with Γ constant it does not); the
-// output's stores between the update's commit and its wait are fine. Check `-Xptxas -v` for those
-// notes after any change here (CI: .ci/check_wgmma_serialization.sh).
+// inside the first batch with a factor computed in the same step (a shared load, even one consumed
+// before the batch, or anything derived from the step index; a loop-invariant factor, or one
+// carried from the previous step, is accepted, but the carried form ran 3.5% slower:
+// docs/performance_notes.md, version 29). The output's stores between the update's commit and its
+// wait are fine. Check `-Xptxas -v` for those notes and for spills after any change here (CI:
+// .ci/check_wgmma_serialization.sh).
 // The state operand is one bf16 (no hi/lo pair: +3% out error, the state unchanged, per the
 // rounding emulation, docs/performance_notes.md "Where precision matters").
 //
@@ -22,10 +25,10 @@
 // into a ring stage by cp.async, 16 bytes per thread and piece, placing every piece where wgmma
 // reads it: the record's [16][128] operands (256-byte rows whose 16-byte chunks are XORed with
 // row % 8) become 128B-swizzled column panels ([panel][row][128 B], the same XOR), Wd and Qp one
-// 32-row tile, Tb and P (hi, lo) two 32-row 32B-swizzled tiles; the values of each warpgroup's rows a [16 tokens][64 rows] 128B-
-// swizzled tile (the MN-major A operand Vᵀ). Barriers as in chunk_recurrence_kernel: full[stage]
-// (one cp.async arrival per producer thread), empty[stage] (one arrival per consumer lane, after its
-// warpgroup's products have read the stage: wgmma.wait_group 0).
+// 32-row tile, Tb and P (hi, lo) two 32-row 32B-swizzled tiles; the values of each warpgroup's
+// rows a [16 tokens][64 rows] 128B-swizzled tile (the MN-major A operand Vᵀ). Barriers as in
+// chunk_recurrence_kernel: full[stage] (one cp.async arrival per producer thread), empty[stage] (one
+// arrival per consumer lane, after its warpgroup's products have read the stage: wgmma.wait_group 0).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     uo.fence_operand();
     xo.fence_operand();
     // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
-    // Γ loaded before the batch (docs/performance_notes.md, "S·Diag(Γ) inside the first batch").
+    // Γ loaded before the batch (see the top of the file).
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       S.v[4 * j] *= gm[j].x;
