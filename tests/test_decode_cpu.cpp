@@ -404,16 +404,20 @@ TEST(DecodePlan, ConfigurationsAndAutomaticChoice) {
   EXPECT_EQ(sm90::plan_decode(256, 132, 0, true, true).ctas, 1024);
   EXPECT_EQ(sm90::plan_decode(256, 132, 0, false, true).config, 6);
   EXPECT_EQ(sm90::plan_decode(100, 132, 0, true, true).config, 2);  // < 132 heads: as before
-  // From 264 heads on: fp32 pools keep two 32 KB halves per head (decode: four 16 KB quarters),
-  // bf16 pools one 32 KB CTA per head (decode: two 16 KB halves).
+  // From 264 heads on: fp32 pools keep two 32 KB halves per head, bf16 pools one 32 KB CTA per
+  // head, for decode too (the split is for grids under 4 CTAs per SM: B32 H8 above).
   EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true, false).config, 4);  // verify B256 H8
-  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true, true).config, 6);   // decode B256 H8
-  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, true, true).config, 6);
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, true, true).config, 4);   // decode B256 H8
+  EXPECT_EQ(sm90::plan_decode(1024, 132, 0, true, true).config, 4);   // decode B32 H32: 2048 CTAs
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, true, true).config, 4);
   EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false, false).config, 5);
   EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, false).config, 5);
-  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false, true).config, 7);
-  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, true).config, 7);
-  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, true).ctas, 24576);
+  EXPECT_EQ(sm90::plan_decode(2048, 132, 0, false, true).config, 5);
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, true).config, 5);
+  EXPECT_EQ(sm90::plan_decode(12288, 132, 0, false, true).ctas, 12288);
+  // The split's boundary: 263 heads of two fp32 halves (526 CTAs < 4 x 132) split, 264 do not.
+  EXPECT_EQ(sm90::plan_decode(263, 132, 0, true, true).config, 6);
+  EXPECT_EQ(sm90::plan_decode(264, 132, 0, true, true).config, 4);
 }
 
 }  // namespace

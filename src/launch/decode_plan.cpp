@@ -14,8 +14,10 @@ DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32,
         break;
       }
     }
-    if (single_token && config == 4) config = 6;
-    if (single_token && config == 5) config = 7;
+    const bool small_grid =
+        units * kDecodeConfigs[config - 1].slices() < static_cast<int64_t>(kDecodeSplitBelowCtasPerSm) * (sms > 0 ? sms : 1);
+    if (single_token && small_grid && config == 4) config = 6;
+    if (single_token && small_grid && config == 5) config = 7;
   }
   DecodePlan plan;
   plan.config = config;

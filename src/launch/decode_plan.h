@@ -39,11 +39,14 @@ inline constexpr DecodeConfig kDecodeConfigs[KDA_DECODE_NUM_KERNEL_CONFIGS] = {
 // The automatic choice considers configurations 1..4 for fp32 pools and 1..5 for bf16 pools
 // (measured on the H200, docs/performance_notes.md: a whole bf16 state per CTA, 32 KB in one bulk
 // copy, streams the pool 10-13% faster than two 16 KB halves; for fp32 the 64 KB CTA is no faster).
-// Decode (one token per sequence) then takes the 64-thread split of the chosen bulk configuration:
-// configuration 4 -> 6 and 5 -> 7, half the rows per CTA and twice the CTAs (measured: 0.5-2%
-// faster for decode on every case from 256 heads, slower for verify blocks of 4 tokens).
+// Decode (one token per sequence) takes the 64-thread split of the chosen bulk configuration
+// (configuration 4 -> 6 and 5 -> 7: half the rows per CTA, twice the CTAs) only while the unsplit grid
+// has fewer than kDecodeSplitBelowCtasPerSm CTAs per SM (B32 H8: 512 CTAs on 132 SMs). Since the
+// L2 prefetch before griddepcontrol.wait, larger grids run 0.4-1% faster unsplit (2026-12-01 06:33
+// UTC: B256 H8 72.5 against 73.2 us, B1024 H12 bf16 219.5 against 221.8 us), B32 H8 0.8% slower.
 inline constexpr int kDecodeAutoConfigsF32 = 4;
 inline constexpr int kDecodeAutoConfigsBf16 = 5;
+inline constexpr int kDecodeSplitBelowCtasPerSm = 4;
 
 // The automatic choice asks for at least this many CTAs per SM before it takes a configuration
 // with more rows per CTA.
@@ -58,8 +61,9 @@ struct DecodePlan {
 // units = sequences x value heads; sms = streaming multiprocessors; forced_config: 0 = automatic
 // (the highest-numbered configuration of 1..kDecodeAutoConfigs* for the pool's dtype, i.e. the fewest
 // and longest-lived CTAs, that still gives >= kDecodeMinCtasPerSm CTAs per SM; configuration 1 when
-// none does; with single_token (every prepared block is one token: decode), bulk configurations 4
-// and 5 become 6 and 7), else that configuration.
+// none does; with single_token (every prepared block is one token: decode) and fewer than
+// kDecodeSplitBelowCtasPerSm CTAs per SM, bulk configurations 4 and 5 become 6 and 7), else that
+// configuration.
 DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32, bool single_token);
 
 }  // namespace kda::sm90
