@@ -191,15 +191,16 @@ PLOT_SERIES = (("ours (eager)", "#1f6fb4"), ("upstream FlashKDA", "#e07b1a"), ("
                ("memory floor", "#888888"))
 
 
+def plot_series(r, fla_now):
+    """A case's plotted times in PLOT_SERIES order (FLA: this run where measured, else the file's anchor)."""
+    return (r["ms"], r["flashkda_ms"], fla_now.get(r["name"]) or r["fla_ms"], r["floor_ms"])
+
+
 def plot_svg(groups, fla_now, titles):
     """A horizontal bar chart (SVG text, no plotting library): per case, ours, upstream FlashKDA,
     FLA (this run where measured, else the file's anchor) and the floor, on a log time axis."""
     label_w, plot_w, bar_h, gap, row_pad, head_h = 170, 640, 5, 1, 8, 22
-    vals = []
-    for rs in groups.values():
-        for r in rs:
-            vals += [x for x in (r["ms"], r["flashkda_ms"], fla_now.get(r["name"]) or r["fla_ms"], r["floor_ms"])
-                     if x and x > 0]
+    vals = [x for rs in groups.values() for r in rs for x in plot_series(r, fla_now) if x and x > 0]
     lo = 10 ** math.floor(math.log10(min(vals)))
     hi = 10 ** math.ceil(math.log10(max(vals)))
     decades = round(math.log10(hi / lo))
@@ -214,7 +215,7 @@ def plot_svg(groups, fla_now, titles):
         body.append(f'<text x="4" y="{y + 14}" font-weight="bold">{titles.get(g, g)}</text>')
         y += head_h
         for r in rs:
-            series = (r["ms"], r["flashkda_ms"], fla_now.get(r["name"]) or r["fla_ms"], r["floor_ms"])
+            series = plot_series(r, fla_now)
             body.append(f'<text x="{label_w - 6}" y="{y + 2 * (bar_h + gap) + 4}" text-anchor="end">{r["name"]}</text>')
             for i, (v, (_, color)) in enumerate(zip(series, PLOT_SERIES)):
                 if v and v > 0:

@@ -7,17 +7,18 @@ DecodePlan plan_decode(int64_t units, int sms, int forced_config, bool pool_f32,
   int config = forced_config;
   if (config < 1 || config > KDA_DECODE_NUM_KERNEL_CONFIGS) {
     config = 1;
-    const int64_t wanted = static_cast<int64_t>(kDecodeMinCtasPerSm) * (sms > 0 ? sms : 1);
+    const int64_t sm_count = sms > 0 ? sms : 1;
+    auto ctas = [&](int c) { return units * kDecodeConfigs[c - 1].slices(); };
     for (int c = pool_f32 ? kDecodeAutoConfigsF32 : kDecodeAutoConfigsBf16; c >= 1; --c) {
-      if (units * kDecodeConfigs[c - 1].slices() >= wanted) {
+      if (ctas(c) >= kDecodeMinCtasPerSm * sm_count) {
         config = c;
         break;
       }
     }
-    const bool small_grid =
-        units * kDecodeConfigs[config - 1].slices() < static_cast<int64_t>(kDecodeSplitBelowCtasPerSm) * (sms > 0 ? sms : 1);
-    if (single_token && small_grid && config == 4) config = 6;
-    if (single_token && small_grid && config == 5) config = 7;
+    if (single_token && ctas(config) < kDecodeSplitBelowCtasPerSm * sm_count) {
+      if (config == 4) config = 6;
+      if (config == 5) config = 7;
+    }
   }
   DecodePlan plan;
   plan.config = config;
