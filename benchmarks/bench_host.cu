@@ -3,12 +3,15 @@
 // repetitions of the mean host time of --calls back-to-back calls (std::chrono around the calls;
 // the GPU queue is drained between repetitions, so launches never block on a full queue).
 //
-// Measured: the CUDA runtime calls the entry points make (cudaPointerGetAttributes per tensor,
-// cudaGetDevice and two device attributes, cudaLaunchKernelEx of an empty kernel with a 384-byte
-// parameter block, with and without the programmatic-dependent-launch attribute, and the driver's
-// cuLaunchKernelEx through the runtime's driver entry point, as the launchers could call it), kda_fwd_workspace_size (validation of
-// the shapes and the plan, no device query), and whole kda_fwd / kda_decode calls on small cases,
-// with and without trusted_pointers (the pointer queries skipped, as the PyTorch binding does).
+// Measured: the CUDA calls the entry points make or could make (the pointer query per tensor: the
+// runtime's cudaPointerGetAttributes against the driver's cuPointerGetAttributes for the two
+// attributes the check needs; cudaGetDevice and two device attributes; the launch of an empty
+// kernel with a 384-byte parameter block by cudaLaunchKernelEx and by the driver's cuLaunchKernelEx
+// (through the runtime's driver entry point), each with and without the programmatic-dependent-
+// launch attribute; the alternatives interleaved three times, so that none is favoured by its place
+// in the run), kda_fwd_workspace_size (validation of the shapes and the plan, no device query), and
+// whole kda_fwd / kda_decode calls on small cases, with and without trusted_pointers (the pointer
+// queries skipped, as the PyTorch binding does).
 //
 // Usage: flash_kda_bench_host [--reps 21] [--calls 20]
 #include <cuda.h>
@@ -150,33 +153,58 @@ int main(int argc, char** argv) {
   cudaPointerAttributes attr;
   std::printf("%-34s %8.2f us\n", "cudaPointerGetAttributes",
               host_us([&](int) { CUDA_OK(cudaPointerGetAttributes(&attr, p)); }));
+  {
+    // The driver's query for only the two attributes the entry points check (memory type, device
+    // ordinal), against the runtime's (every attribute); interleaved, three times each.
+    using GetAttrs = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CUDA_OK(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault, &q));
+    if (q == cudaDriverEntryPointSuccess && fn != nullptr) {
+      const GetAttrs get = reinterpret_cast<GetAttrs>(fn);
+      CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+      unsigned type = 0;
+      int ordinal = -1;
+      void* data[2] = {&type, &ordinal};
+      for (int r = 0; r < 3; ++r) {
+        std::printf("%-34s %8.2f us\n", "cudaPointerGetAttributes", host_us([&](int) {
+                      CUDA_OK(cudaPointerGetAttributes(&attr, p));
+                    }));
+        std::printf("%-34s %8.2f us\n", "cuPointerGetAttributes (2 attrs)", host_us([&](int) {
+                      if (get(2, which, data, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) std::exit(2);
+                    }));
+      }
+    }
+  }
   std::printf("%-34s %8.2f us\n", "cudaGetDevice + 2 attributes", host_us([&](int) {
                 int d = 0, a = 0, b = 0;
                 CUDA_OK(cudaGetDevice(&d));
                 CUDA_OK(cudaDeviceGetAttribute(&a, cudaDevAttrComputeCapabilityMajor, d));
                 CUDA_OK(cudaDeviceGetAttribute(&b, cudaDevAttrComputeCapabilityMinor, d));
               }));
-  for (int pdl = 0; pdl < 2; ++pdl) {
-    cudaLaunchAttribute la[1];
-    la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    la[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(132);
-    cfg.blockDim = dim3(128);
-    cfg.stream = stream;
-    cfg.attrs = la;
-    cfg.numAttrs = pdl;
-    std::printf("%-34s %8.2f us\n", pdl ? "cudaLaunchKernelEx (PDL attribute)" : "cudaLaunchKernelEx",
-                host_us([&](int) { CUDA_OK(cudaLaunchKernelEx(&cfg, empty_kernel, Blob{})); }));
-  }
   {
+    // The four launch paths, interleaved three times (a path measured later in a run is not favoured).
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q;
     CUDA_OK(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &fn, 12000, cudaEnableDefault, &q));
     cudaFunction_t f;
     CUDA_OK(cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(empty_kernel)));
-    if (q == cudaDriverEntryPointSuccess && fn != nullptr) {
-      const LaunchEx launch = reinterpret_cast<LaunchEx>(fn);
+    const LaunchEx launch = q == cudaDriverEntryPointSuccess ? reinterpret_cast<LaunchEx>(fn) : nullptr;
+    for (int r = 0; r < 3; ++r) {
+      for (int pdl = 0; pdl < 2; ++pdl) {
+        cudaLaunchAttribute la[1];
+        la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        la[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(132);
+        cfg.blockDim = dim3(128);
+        cfg.stream = stream;
+        cfg.attrs = la;
+        cfg.numAttrs = pdl;
+        std::printf("%-34s %8.2f us\n", pdl ? "cudaLaunchKernelEx (PDL attribute)" : "cudaLaunchKernelEx",
+                    host_us([&](int) { CUDA_OK(cudaLaunchKernelEx(&cfg, empty_kernel, Blob{})); }));
+      }
+      if (launch == nullptr) continue;
       for (int pdl = 0; pdl < 2; ++pdl) {
         CUlaunchAttribute la[1];
         la[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

@@ -265,6 +265,66 @@ TEST(GpuSafety, PointerAndWorkspaceErrors) {
   EXPECT_NE(std::string(st.message).find("q: expected CUDA device memory"), std::string::npos) << st.message;
 }
 
+// Every kind of memory the pointer check tells apart (api.cpp: the driver's quick answer for device
+// memory of the current device, cudaPointerGetAttributes for everything else): a pointer inside a
+// device allocation and managed memory run, with the same output bits as the plain device run;
+// pinned and unregistered host memory are refused by name.
+TEST(GpuSafety, PointerKinds) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.T = 40;
+  RandomProblem p = make_random_problem(s);
+  DeviceProblem dp(p.params());
+  const size_t q_bytes = static_cast<size_t>(s.T) * s.H * 128 * 2;
+  auto out_bits = [&](const kda_fwd_params& params) {
+    EXPECT_EQ(cudaMemset(dp.params().out.data, 0xff, q_bytes), cudaSuccess);
+    const kda_status st = kda_fwd(&params, dp.workspace(), dp.workspace_bytes(), nullptr);
+    EXPECT_EQ(st.code, KDA_OK) << st.message;
+    std::vector<uint16_t> bits(q_bytes / 2);
+    EXPECT_EQ(cudaMemcpy(bits.data(), dp.params().out.data, q_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return bits;
+  };
+  const std::vector<uint16_t> reference = out_bits(dp.params());
+
+  // q one token into a larger device allocation (an interior pointer).
+  void* big = nullptr;
+  ASSERT_EQ(cudaMalloc(&big, q_bytes + 256 * 2), cudaSuccess);
+  void* interior = static_cast<unsigned char*>(big) + 256 * 2;
+  ASSERT_EQ(cudaMemcpy(interior, dp.params().q.data, q_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  kda_fwd_params a = dp.params();
+  a.q.data = interior;
+  EXPECT_TRUE(out_bits(a) == reference) << "q inside a larger allocation";
+
+  // Managed memory.
+  void* managed = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&managed, q_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(managed, dp.params().k.data, q_bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  a = dp.params();
+  a.k.data = managed;
+  EXPECT_TRUE(out_bits(a) == reference) << "k in managed memory";
+
+  auto refused = [&](const kda_fwd_params& params, const char* expected) {
+    const kda_status st = kda_fwd(&params, dp.workspace(), dp.workspace_bytes(), nullptr);
+    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << expected;
+    EXPECT_NE(std::string(st.message).find(expected), std::string::npos) << st.message;
+    std::printf("[ check ] %s\n", st.message);
+  };
+  // Pinned host memory.
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, q_bytes), cudaSuccess);
+  a = dp.params();
+  a.v.data = pinned;
+  refused(a, "v: expected CUDA device memory on device");
+  // Unregistered host memory.
+  std::vector<uint16_t> host(q_bytes / 2);
+  a = dp.params();
+  a.g.data = host.data();
+  refused(a, "g: expected CUDA device memory");
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaFree(managed), cudaSuccess);
+  EXPECT_EQ(cudaFree(big), cudaSuccess);
+}
+
 // trusted_pointers = 1 skips only the pointer queries: the same results, bit for bit; a host pointer
 // is still reported when the flag is 0 (above).
 TEST(GpuSafety, TrustedPointersGiveTheSameResults) {
