@@ -111,6 +111,7 @@ stage_sanitizer() {
   all="$all:GpuTransition.LastSequencesOnlyAndVarlen:GpuTransition.BoundedTailIsTheLastChunks"
   all="$all:Wgmma.*:Tma.*:Tile.*"  # the tile layer's PTX (wgmma, TMA, setmaxnreg, named barriers)
   all="$all:RingSync.*"            # the stage-ring hand-off probes
+  all="$all:GpuStreamOrder.*:GpuSafety.PointerKinds"  # after an early-triggering caller kernel; pointer kinds
   local race="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:RingSync.EveryLaneReleases"
   race="$race:GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic"
   for tool in memcheck synccheck racecheck; do
