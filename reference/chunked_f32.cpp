@@ -248,16 +248,23 @@ void run_seq_head(const Problem& pr, const ChunkedRounding& r, int64_t n, int64_
   auto chunk = std::make_unique<Chunk>();
   float O[C][D];
 
+  ChunkedRounding r_last = r;  // the last split_update_last_chunks chunks: U and Kr as pairs
+  r_last.split_u = r_last.split_kr = true;
   for (int64_t start = range.bos; start < range.eos; start += C) {
     const int L = static_cast<int>(std::min<int64_t>(C, range.eos - start));
+    // Chunks are counted from the sequence's end in whole chunks of C from its start.
+    const int64_t last_chunk_start = range.bos + ((range.eos - range.bos - 1) / C) * C;
+    const bool split_here = r.split_update_last_chunks > 0 &&
+                            start > last_chunk_start - static_cast<int64_t>(r.split_update_last_chunks) * C;
+    const ChunkedRounding& rc = split_here ? r_last : r;
     load_chunk(pr, hp, hv, start, L, chunk.get());
     decayed_rows(chunk.get());
     if (bounded)
-      build_am_factorised(chunk.get(), r.round_a_operands, r.round_m_operands, r.tf32_am_operands);
+      build_am_factorised(chunk.get(), rc.round_a_operands, rc.round_m_operands, rc.tf32_am_operands);
     else
       build_am_blocked(chunk.get());
-    solve_chunk(r, chunk.get());
-    chunk_step(r, *chunk, S.data(), Sop.data(), O);
+    solve_chunk(rc, chunk.get());
+    chunk_step(rc, *chunk, S.data(), Sop.data(), O);
     for (int i = 0; i < L; ++i) {
       store_out_row(p.out, start + i, hv, pr.T, D, O[i]);
       if (out_exact != nullptr) {

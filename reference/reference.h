@@ -31,6 +31,9 @@ struct ChunkedRounding {
   // gate: tf32 tensor-core products instead of M's bf16 hi + lo pairs), and Qd as that tf32 where
   // Qp = Qd − P·Kd adds it (overrides round_a_operands and round_m_operands).
   bool tf32_am_operands = false;
+  // U and Kr as bf16 hi + lo pairs only in the last n chunks of each sequence (the chunks whose
+  // rounding the final state keeps; 0: none): what a kernel could spend on the final state alone.
+  int split_update_last_chunks = 0;
 };
 
 // Token-by-token recurrence in float64. Inputs must be host pointers. `num_threads` <= 0: all cores.

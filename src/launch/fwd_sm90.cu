@@ -82,7 +82,7 @@ size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 
 // (sequence parallelism only) the exact combine's float32 states and transitions. Sizes saturate at
 // SIZE_MAX.
 struct WorkspaceLayout {
-  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, total = 0;
+  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, total = 0;
 };
 
 // Bytes of one unit's [128][128] final state (at most kMaxFinalStateBytes: f32).
@@ -111,6 +111,13 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   if (cp > 0) {
     w.context = align256(w.total);
     w.total = sat_add(w.context, cp);
+  }
+  // Kr's low part of each sequence's last chunk (PrepParams::kr_lo), when the call stores final
+  // states and prepares its own records: at most 4 KiB per (sequence, head) against the records'
+  // 14.5 KiB per chunk and head.
+  if (kFinalSplit && !prepared && pr.has_final_state) {
+    w.kr_lo = align256(w.total);
+    w.total = sat_add(w.kr_lo, sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)));
   }
   return w;
 }
@@ -222,15 +229,21 @@ namespace {
 kda_status launch_recurrence_for(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   constexpr int kCs = kColumnSplit;
   if constexpr (FLASH_KDA_WGMMA_RECURRENCE != 0) {
-    if (rp.vsplit == 1) return launch_recurrence_wgmma<2>(rp, ctas, stream, dependent);
-    if (rp.vsplit == 2) return launch_recurrence_wgmma<1>(rp, ctas, stream, dependent);
-  }
-  switch (rp.vsplit) {
-    case 1:
-      return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream, dependent);
-    case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream, dependent);
-    case 4: return launch_recurrence<2, kCs>(rp, ctas, stream, dependent);
-    default: return launch_recurrence<1, kCs>(rp, ctas, stream, dependent);
+    // The mma.sync instances for 128 and 64 rows are not compiled at all here.
+    switch (rp.vsplit) {
+      case 1: return launch_recurrence_wgmma<2>(rp, ctas, stream, dependent);
+      case 2: return launch_recurrence_wgmma<1>(rp, ctas, stream, dependent);
+      case 4: return launch_recurrence<2, kCs>(rp, ctas, stream, dependent);
+      default: return launch_recurrence<1, kCs>(rp, ctas, stream, dependent);
+    }
+  } else {
+    switch (rp.vsplit) {
+      case 1:
+        return launch_recurrence<8, kColumnSplitFull, kSplitStateFull, kFullGridCtasPerSm>(rp, ctas, stream, dependent);
+      case 2: return launch_recurrence<4, kCs, kSplitStateFull>(rp, ctas, stream, dependent);
+      case 4: return launch_recurrence<2, kCs>(rp, ctas, stream, dependent);
+      default: return launch_recurrence<1, kCs>(rp, ctas, stream, dependent);
+    }
   }
 }
 
@@ -240,7 +253,8 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
   return launch_recurrence_for(rp, ctas, reinterpret_cast<cudaStream_t>(stream), dependent);
 }
 
-kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle) {
+kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle,
+                              uint8_t* kr_lo) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_fwd_params& a = *pr.params;
   const SequenceLayout seq = make_sequence_layout(pr);
@@ -270,6 +284,7 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   pp.lower_bound = static_cast<float>(a.lower_bound);
   pp.records = static_cast<uint8_t*>(workspace);
   pp.chunk_bounds = chunk_bounds;
+  pp.kr_lo = kr_lo;
   switch (a.gate) {
     case KDA_GATE_BOUNDED: return launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream);
     case KDA_GATE_SOFTPLUS: return launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream);
@@ -307,7 +322,8 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
                       static_cast<long long>(units));
   float* chunk_bounds = warm ? reinterpret_cast<float*>(records + ws.bounds) : nullptr;
   int32_t* unit_fallback = warm ? reinterpret_cast<int32_t*>(records + ws.fallback) : nullptr;
-  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle));
+  uint8_t* kr_lo = ws.kr_lo != 0 ? records + ws.kr_lo : nullptr;  // the final state's last update (kernel_params.h)
+  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle, kr_lo));
 
   RecurrenceParams rp;
   rp.seq = seq;
@@ -328,6 +344,7 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   rp.forced_warmup = a.context_warmup_chunks;
   rp.chunk_bounds = chunk_bounds;
   rp.unit_fallback = unit_fallback;
+  rp.kr_lo = kr_lo;
   const int64_t state_elems = 128 * 128;
   rp.cp_states = plan.segments > 1 ? reinterpret_cast<float*>(records + ws.context) : nullptr;
   rp.cp_transitions = rp.cp_states == nullptr ? nullptr : rp.cp_states + units * (plan.segments - 1) * state_elems;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "src/core/problem.h"
 #include "src/core/status.h"
@@ -36,7 +37,10 @@ kda_status fwd_prepared(const Problem& problem, const RecurrencePlan& plan, void
 // What cp_sm90.cu shares with the forward launcher: the preparation (records at the start of the
 // workspace, then the check word, then the chunk bounds; `chunk_bounds` null: not computed), its
 // size with the bounds, where the bounds are, the sequence layout and one recurrence launch.
-kda_status launch_preparation(const Problem& problem, void* workspace, float* chunk_bounds, kda_stream_t stream);
+// `kr_lo`: where the preparation writes Kr's low part of each sequence's last chunk (PrepParams::kr_lo),
+// or null.
+kda_status launch_preparation(const Problem& problem, void* workspace, float* chunk_bounds, kda_stream_t stream,
+                              uint8_t* kr_lo = nullptr);
 size_t preparation_bytes(const Problem& problem);
 float* preparation_bounds(const Problem& problem, void* workspace);
 SequenceLayout make_sequence_layout(const Problem& problem);

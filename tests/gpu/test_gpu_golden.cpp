@@ -109,6 +109,19 @@ TEST(StandardRandomCase, ErrorsAgainstFloat64NextToAnchors) {
   RecordProperty("final_state_err", std::to_string(state_err));
   EXPECT_LE(out_err, 4.1e-3);
   EXPECT_LE(state_err, 2.7e-3);
+  // The final state's last update carries U and Kr as hi + lo pairs (kernel_params.h, kr_lo): 1.75e-5
+  // on the H200 (2026-12-01) against 2.18e-3 without; the spec's goal is 1.5e-3. A build with
+  // FLASH_KDA_FINAL_SPLIT=0 fails here.
+  EXPECT_LE(state_err, 1.5e-4) << "the final state's last update is not split (FLASH_KDA_FINAL_SPLIT?)";
+  // The case above runs a warm-up plan on mma.sync slices (4 units); 96 heads run the one-pass
+  // plan on wgmma (one CTA per unit): the same accuracy there.
+  ProblemSpec full = spec;
+  full.T = 200;
+  full.H = full.HV = 96;
+  RandomProblem gfull = make_random_problem(full);
+  const GpuErrors ef = gpu_vs_f64(gfull);
+  std::printf("[ errors ] T=200 H=96 (one pass, wgmma): gpu out %.3e final_state %.3e\n", ef.out, ef.state);
+  EXPECT_LE(ef.state, 1.5e-4);
 }
 
 }  // namespace

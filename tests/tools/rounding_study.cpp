@@ -39,6 +39,7 @@ ChunkedRounding kernel_now() {
   r.round_record = r.round_state_operand = r.split_state_operand = r.round_u = true;
   r.round_a_operands = r.round_wide_left = r.round_wide_kd = true;
   r.split_p_operands = true;  // P = M·Tb on the tensor cores from hi + lo pairs (version 23)
+  r.split_update_last_chunks = 1;  // the final state's last update from hi + lo pairs (2026-12-01)
   return r;
 }
 
@@ -73,6 +74,14 @@ std::vector<Variant> variants() {
   r = k;
   r.tf32_am_operands = true;
   v.push_back({"A,M,Qd from tf32", r});
+  r = k;
+  r.split_update_last_chunks = 0;
+  v.push_back({"every update U,Kr bf16 (before 2026-12-01)", r});
+  for (int n : {2, 4}) {
+    r = k;
+    r.split_update_last_chunks = n;
+    v.push_back({n == 2 ? "U,Kr hi+lo last 2 chunks" : "U,Kr hi+lo last 4 chunks", r});
+  }
   return v;
 }
 

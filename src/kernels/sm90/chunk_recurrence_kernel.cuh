@@ -37,6 +37,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/kernel_params.h"
@@ -86,7 +87,9 @@ struct RecurrenceLayout {
   static constexpr int kStages = kStageBudget / kStageBytes < 12 ? static_cast<int>(kStageBudget / kStageBytes) : 12;
   static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
   static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
-  static constexpr uint32_t kBarrierOffset = kExchangeOffset + kExchangeBytes;
+  // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), the record's wide layout.
+  static constexpr uint32_t kKrLoOffset = kExchangeOffset + kExchangeBytes;
+  static constexpr uint32_t kBarrierOffset = kKrLoOffset + kKrLoBytes;
   static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
   static constexpr int kThreads = 32 * (kWarps + 1);
   static_assert(16 % kColSplit == 0 && kColSplit <= 8, "column split divides the 16 n-tiles into k-step pairs");
@@ -152,6 +155,10 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   const int row0 = task.slice * Layout::kRows;  // first value row of this CTA
 
   const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
+  // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
+  // as hi + lo pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage.
+  const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
+                           task.c_end * 16 >= span.len;
 
   if (warp == kWarps) {
     // ---- Producer warp ---------------------------------------------------------------------------
@@ -189,6 +196,11 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
           ptx::cp_async_16_zfill(stage + Layout::kValueOffset + row * Layout::kValueRowBytes + 16 * piece, src, valid);
         }
       }
+      if (final_split && i == steps - 1) {
+        const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
+        for (int k = lane; k < kKrLoBytes / 16; k += 32)
+          ptx::cp_async_16_zfill(smem + Layout::kKrLoOffset + 16 * k, lo + 16 * k, true);
+      }
       ptx::cp_async_arrive_noinc(&full[s]);
     }
     return;
@@ -216,8 +228,11 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   unsigned char* out_tile = smem + Layout::kOutOffset + rg * 512;
 
   // One chunk step; out_step: whether it forms and writes the outputs (not for transitions and
-  // warm-up chunks). Two loops below, so that out_step is invariant in each.
-  auto step = [&](int i, bool out_step) {
+  // warm-up chunks). Two loops below, so that out_step is invariant in each. kFinal
+  // (std::integral_constant): the last update of a final state (final_split), with U and Kr as hi +
+  // lo pairs (a third copy of the step rather than a branch in every step).
+  auto step = [&](int i, bool out_step, auto kFinal) {
+    constexpr bool kLast = decltype(kFinal)::value;
     const int c = c_start + i;
     const int s = i % Layout::kStages;
     const int L = min(16, span.len - c * 16);
@@ -229,8 +244,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     // is longer than 8 mma; with fewer they share the accumulators (fewer registers).
     constexpr bool kSeparateLo = kSteps > 4;
     float x[2][4] = {}, o[2][4] = {}, xl_[2][4] = {}, ol_[2][4] = {};
-    float(&xl)[2][4] = kSeparateLo ? xl_ : x;
-    float(&ol)[2][4] = kSeparateLo ? ol_ : o;
+    [[maybe_unused]] float(&xl)[2][4] = kSeparateLo ? xl_ : x;  // (unused without kSplitState)
+    [[maybe_unused]] float(&ol)[2][4] = kSeparateLo ? ol_ : o;
 #pragma unroll
     for (int kk = 0; kk < kSteps; ++kk) {
       const int ks = cp * kSteps + kk;
@@ -239,7 +254,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       if (out_step) load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
       const uint32_t bw0[2] = {bw[0], bw[1]}, bw1[2] = {bw[2], bw[3]};
       const uint32_t bq0[2] = {bq[0], bq[1]}, bq1[2] = {bq[2], bq[3]};
-      uint32_t a_hi[4], a_lo[4];
+      uint32_t a_hi[4];
+      [[maybe_unused]] uint32_t a_lo[4];
       if constexpr (kSplitState) {
         ptx::c_pair_to_a_split(S[2 * kk], S[2 * kk + 1], a_hi, a_lo);
         ptx::mma_m16n8k16_bf16_f32(xl[0], a_lo, bw0);
@@ -311,9 +327,10 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
     // S ← S·Diag(Γ) + Uᵀ·Kr on this warp's columns (the state's critical path: first). Uᵀ as one
     // bf16, or (kSplitU) as a bf16 hi + lo pair.
+    uint32_t au[4];
+    [[maybe_unused]] uint32_t al[4];
     {
-      uint32_t au[4], al[4];
-      if constexpr (kSplitU)
+      if constexpr (kSplitU || kLast)
         ptx::c_pair_to_a_split(x[0], x[1], au, al);
       else
         ptx::c_pair_to_a(x[0], x[1], au);
@@ -331,7 +348,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
           S[i][2] *= gm.x;
           S[i][3] *= gm.y;
           const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]};
-          if constexpr (kSplitU) ptx::mma_m16n8k16_bf16_f32(S[i], al, b);
+          if constexpr (kSplitU && !kLast) ptx::mma_m16n8k16_bf16_f32(S[i], al, b);  // the small term first
           ptx::mma_m16n8k16_bf16_f32(S[i], au, b);
         }
       }
@@ -351,17 +368,36 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       }
       store_out_rows(o, out_tile, p, span, hv, c, L, v0, lane);
     }
+    // The final state's last update: + U_loᵀ·Kr + Uᵀ·Kr_lo, after the outputs and in a loop of its
+    // own, so that Kr's two parts are never live with the rest of the step.
+    if constexpr (kLast) {
+#pragma unroll
+      for (int pp = 0; pp < kTiles / 2; ++pp) {
+        uint32_t bk[4], bkl[4];
+        load_b_kmajor(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
+        load_b_kmajor(bkl, smem + Layout::kKrLoOffset, nt0 / 2 + pp, lane);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]}, bl[2] = {bkl[2 * hh], bkl[2 * hh + 1]};
+          ptx::mma_m16n8k16_bf16_f32(S[2 * pp + hh], al, b);
+          ptx::mma_m16n8k16_bf16_f32(S[2 * pp + hh], au, bl);
+        }
+      }
+    }
     // Release the stage: one arrival per lane, after its reads (the producer's next copies into
     // the stage acquire this barrier first).
     ptx::mbar_arrive(&empty[s]);
   };
+  constexpr std::false_type kPlain{};
+  const int plain_steps = final_split ? steps - 1 : steps;
   if constexpr (kWarm) {
-    const int warm_steps = c_out - c_start;  // warm-up chunks (no outputs)
-    for (int i = 0; i < warm_steps; ++i) step(i, false);
-    for (int i = warm_steps; i < steps; ++i) step(i, write_out);
+    const int warm_steps = min(c_out - c_start, plain_steps);  // warm-up chunks (no outputs)
+    for (int i = 0; i < warm_steps; ++i) step(i, false, kPlain);
+    for (int i = warm_steps; i < plain_steps; ++i) step(i, write_out, kPlain);
   } else {
-    for (int i = 0; i < steps; ++i) step(i, write_out);
+    for (int i = 0; i < plain_steps; ++i) step(i, write_out, kPlain);
   }
+  if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
 
   if (task.fin != nullptr) store_state<kTiles>(S, task.fin, task.fin_f32, v0, nt0, lane);
 }

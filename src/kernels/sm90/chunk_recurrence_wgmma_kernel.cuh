@@ -35,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/kernel_params.h"
@@ -135,6 +136,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   const int row0 = task.slice * L::kRows;  // first value row of this CTA
 
   const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
+  // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
+  // as hi + lo pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage.
+  const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
+                           task.c_end * 16 >= span.len;
 
   static_assert(!L::kProducerWarpgroup ||
                     ptx::setmaxnreg_fits(L::kThreads, {L::kProducerRegs, L::kConsumerRegs, L::kConsumerRegs}),
@@ -190,6 +195,14 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
           ptx::cp_async_16_zfill(stage + vdst[m], src, valid);
         }
       }
+      if (final_split && i == steps - 1) {
+        const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
+        const uint32_t base = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.kr_lo.bytes) -
+                                                    reinterpret_cast<const unsigned char*>(&st.stage[0]));
+        for (int k = pt; k < kKrLoBytes / 16; k += Share::kThreads)
+          ptx::cp_async_16_zfill(reinterpret_cast<unsigned char*>(&st.stage[0]) + base + kr_lo_offset_of_piece<L>(k),
+                                 lo + 16 * k, true);
+      }
       ptx::cp_async_arrive_noinc(&full[s]);
     }
     return;
@@ -214,7 +227,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   unsigned char* out_tile = st.out[warp];
   const int wi = warp & 3;  // warp within the warpgroup: rows 16 wi .. of the warpgroup's 64
 
-  auto step = [&](int i, bool out_step) {
+  // kFinal (std::integral_constant): the last update of a final state (final_split), with U and Kr
+  // as hi + lo pairs: U_lo·Kr + U·Kr_lo + U·Kr (Kr_lo landed with this step's stage). A third copy
+  // of the step rather than a branch in every step: a kept U cost the full grids 2-5%.
+  auto step = [&](int i, bool out_step, auto kFinal) {
     const int c = c_start + i;
     const int s = i % L::kStages;
     const int Lc = min(16, span.len - c * 16);
@@ -262,7 +278,16 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
     uint32_t ua[4];
     const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes));
-    if constexpr (kWgmmaSplitU) {
+    if constexpr (decltype(kFinal)::value) {
+      uint32_t ul[4];
+      uo.to_a_split(0, ua, ul);
+      const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(st.kr_lo.bytes));
+      S.fence_operand();
+      ptx::wgmma_fence();
+      S.mma_rs<1>(ul, d_kr, true);  // the small terms first
+      S.mma_rs<1>(ua, d_kr_lo, true);
+      S.mma_rs<1>(ua, d_kr, true);
+    } else if constexpr (kWgmmaSplitU) {
       uint32_t ul[4];
       uo.to_a_split(0, ua, ul);
       S.fence_operand();
@@ -290,13 +315,16 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     S.fence_operand();
     ptx::mbar_arrive(&empty[s]);  // one arrival per lane (tests/gpu/test_ring_sync.cu)
   };
+  constexpr std::false_type kPlain{};
+  const int plain_steps = final_split ? steps - 1 : steps;
   if constexpr (kWarm) {
-    const int warm_steps = c_out - c_start;
-    for (int i = 0; i < warm_steps; ++i) step(i, false);
-    for (int i = warm_steps; i < steps; ++i) step(i, write_out);
+    const int warm_steps = min(c_out - c_start, plain_steps);
+    for (int i = 0; i < warm_steps; ++i) step(i, false, kPlain);
+    for (int i = warm_steps; i < plain_steps; ++i) step(i, write_out, kPlain);
   } else {
-    for (int i = 0; i < steps; ++i) step(i, write_out);
+    for (int i = 0; i < plain_steps; ++i) step(i, write_out, kPlain);
   }
+  if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
 
   if (task.fin != nullptr) {
 #pragma unroll

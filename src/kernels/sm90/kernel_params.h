@@ -57,6 +57,10 @@ struct PrepParams {
   // log2-decay (the bounded warm-up's decay bound, spec §10); +inf where the bound does not hold
   // (a positive or NaN decay, b outside [0, 2]).
   float* chunk_bounds;
+  // [N][HV][16][128] bf16 (the record's wide layout) or nullptr: for the last chunk of each
+  // sequence, Kr's low part Kr − bf16(Kr), with which the recurrence's last update carries Kr as a
+  // hi + lo pair (RecurrenceParams::kr_lo). Written by the CTA of that chunk only.
+  uint8_t* kr_lo = nullptr;
 };
 
 // Which pass of the recurrence a launch runs (src/launch/plan.h).
@@ -100,7 +104,23 @@ struct RecurrenceParams {
   void* deferred_final = nullptr;
   // Unit u is sequence seq_offset + u / HV (the transition pass computes the last sequences only).
   int32_t seq_offset = 0;
+  // PrepParams::kr_lo, or nullptr. When set, the update of a sequence's last chunk in a CTA that
+  // stores the final state (its walk ends at the sequence's end) carries U and Kr as bf16 hi + lo
+  // pairs (U_lo·Kr + U·Kr_lo + U·Kr): the final state keeps that chunk's rounding, which the gates
+  // erase from earlier chunks (state error 2.2e-3 -> 1.7e-5 on the standard case in the rounding
+  // emulation, docs/performance_notes.md "The final state's last update as hi + lo pairs").
+  const uint8_t* kr_lo = nullptr;
 };
+
+// The bytes of one Kr low part (a [16][128] bf16 tile in the record's wide layout).
+inline constexpr int kKrLoBytes = 16 * 128 * 2;
+
+// The final state's last update as hi + lo pairs (1) or as every other update (0: no Kr low part
+// is written or read); a build knob, for measuring what it costs.
+#ifndef FLASH_KDA_FINAL_SPLIT
+#define FLASH_KDA_FINAL_SPLIT 1
+#endif
+inline constexpr bool kFinalSplit = FLASH_KDA_FINAL_SPLIT != 0;
 
 // deferred_final_kernel (deferred_final_kernel.cuh): the final states pass 1 of an in-place
 // bounded warm-up left in the workspace, to final_state.

@@ -98,6 +98,10 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   const int tok0 = span.t0 + chunk * 16;  // first token of the chunk within its batch row
   const int L = min(16, span.len - chunk * 16);
   const int hq = static_cast<int>(fast_div(static_cast<uint32_t>(hv), p.group_magic));  // hv / group
+  // Kr's low part of a sequence's last chunk (PrepParams::kr_lo), else nullptr (CTA-uniform).
+  uint8_t* const kr_lo = p.kr_lo != nullptr && chunk * 16 + 16 >= span.len
+                             ? p.kr_lo + (static_cast<int64_t>(seq) * p.HV + hv) * kKrLoBytes
+                             : nullptr;
   uint8_t* rec = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + vc) * ChunkRecord::kBytes;
 
   // ---- Phase 1 (row map): loads, L2 norm, gate ---------------------------------------------------
@@ -268,7 +272,13 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_hi) + off) = hi;
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
       }
-      *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
+      if (kr_lo != nullptr) {  // the sequence's last chunk: Kr's low part too
+        pack8_split(kr, hi, lo);
+        *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = hi;
+        *reinterpret_cast<uint4*>(kr_lo + off) = lo;
+      } else {
+        *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
+      }
       if constexpr (kBounds) sm.kr_sq[r][vec] = kr_sq;  // summed at the bound
     }
   }

@@ -34,6 +34,9 @@ struct WgmmaRecurrenceLayout {
   static constexpr int kStages = (200 * 1024) / kStageBytes < 12 ? (200 * 1024) / kStageBytes : 12;
   struct Storage {
     Stage stage[kStages];
+    // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), filled with that
+    // chunk's stage.
+    tile::TileBuffer<KrTile> kr_lo;
     alignas(16) unsigned char out[4 * kWG][512];  // per consumer warp: a 16x16 bf16 output tile
     alignas(8) uint64_t full[kStages];
     uint64_t empty[kStages];
@@ -75,6 +78,14 @@ KDA_TILE_HD constexpr uint32_t stage_offset_of_piece(int k) {
   // are the 32B swizzle; P's rows go below Tb's (rows 16..31, the same XOR).
   const uint32_t base = (idx & 1) ? static_cast<uint32_t>(offsetof(Stage, tp_lo)) : static_cast<uint32_t>(offsetof(Stage, tp_hi));
   return base + (idx >> 1) * 512 + within;
+}
+
+// Where piece k (bytes [16k, 16k + 16)) of a Kr low part (the record's wide layout, like its Kr)
+// goes in the kr_lo tile: the place of the record's Kr piece k in a stage's kr tile.
+template <class L>
+KDA_TILE_HD constexpr uint32_t kr_lo_offset_of_piece(int k) {
+  return stage_offset_of_piece<L>(static_cast<int>(ChunkRecord::kKrOffset / 16) + k) -
+         static_cast<uint32_t>(offsetof(typename L::Stage, kr));
 }
 
 // The producer's share of a step: producer thread pt (of L::kProducerThreads) copies record pieces
