@@ -69,7 +69,8 @@ kda_status segment_transition(const TransitionProblem& tp, const TransitionPlan&
   // The bounds serve the bounded transition and a warm-up plan of the forward that follows; both
   // need the same options (qk_l2norm, no allow_neg_eigval, not KDA_CONTEXT_EXACT).
   float* bounds = bounded ? preparation_bounds(pr, workspace) : nullptr;
-  KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, bounds, stream_handle));
+  // Kr's low parts too (kernel_params.h): kda_fwd_prepared's final states use them.
+  KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, bounds, stream_handle, preparation_kr_lo(pr, workspace)));
   const int64_t units = tp.num_transitions * pr.HV;
   if (units == 0) return make_ok();
 

@@ -77,6 +77,8 @@ size_t bounds_bytes(const Problem& pr) { return sat_mul(sat_mul(sat_size(num_vch
 
 size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 256 * 256; }
 
+size_t kr_lo_bytes(const Problem& pr) { return sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)); }
+
 // Byte offsets in the workspace: the records, the check word, the warm-up's chunk bounds (always
 // with `prepared`: a preparation left by kda_segment_transition, §3.4) and fallback flags, then
 // (sequence parallelism only) the exact combine's float32 states and transitions. Sizes saturate at
@@ -98,6 +100,14 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
     w.bounds = align256(w.total);
     w.total = sat_add(w.bounds, bounds_bytes(pr));
   }
+  // Kr's low part of each sequence's last chunk (PrepParams::kr_lo): at most 4 KiB per (sequence,
+  // head) against the records' 14.5 KiB per chunk and head. Part of a preparation that
+  // kda_segment_transition leaves for kda_fwd_prepared (preparation_bytes: the same offset there);
+  // kda_fwd reserves it when it stores final states.
+  if (kFinalSplit && (prepared || pr.has_final_state)) {
+    w.kr_lo = align256(w.total);
+    w.total = sat_add(w.kr_lo, kr_lo_bytes(pr));
+  }
   if (warm) {
     w.fallback = align256(w.total);
     w.total = sat_add(w.fallback, sat_mul(sat_size(pr.N * pr.HV), sizeof(int32_t)));
@@ -111,13 +121,6 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   if (cp > 0) {
     w.context = align256(w.total);
     w.total = sat_add(w.context, cp);
-  }
-  // Kr's low part of each sequence's last chunk (PrepParams::kr_lo), when the call stores final
-  // states and prepares its own records: at most 4 KiB per (sequence, head) against the records'
-  // 14.5 KiB per chunk and head.
-  if (kFinalSplit && !prepared && pr.has_final_state) {
-    w.kr_lo = align256(w.total);
-    w.total = sat_add(w.kr_lo, sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)));
   }
   return w;
 }
@@ -140,12 +143,21 @@ SequenceLayout make_sequence_layout(const Problem& pr) {
   return s;
 }
 
+// The preparation kda_segment_transition leaves for kda_fwd_prepared: records, check word, chunk
+// bounds and (kFinalSplit) the Kr low parts, at the offsets workspace_layout(prepared) uses.
 size_t preparation_bytes(const Problem& pr) {
-  return sat_add(align256(sat_add(records_bytes(pr), kCheckBytes)), bounds_bytes(pr));
+  const size_t bounds_end = sat_add(align256(sat_add(records_bytes(pr), kCheckBytes)), bounds_bytes(pr));
+  return kFinalSplit ? sat_add(align256(bounds_end), kr_lo_bytes(pr)) : bounds_end;
 }
 
 float* preparation_bounds(const Problem& pr, void* workspace) {
   return reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + align256(sat_add(records_bytes(pr), kCheckBytes)));
+}
+
+uint8_t* preparation_kr_lo(const Problem& pr, void* workspace) {
+  if (!kFinalSplit) return nullptr;
+  const size_t bounds_end = sat_add(align256(sat_add(records_bytes(pr), kCheckBytes)), bounds_bytes(pr));
+  return static_cast<uint8_t*>(workspace) + align256(bounds_end);
 }
 
 namespace {
@@ -322,7 +334,9 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
                       static_cast<long long>(units));
   float* chunk_bounds = warm ? reinterpret_cast<float*>(records + ws.bounds) : nullptr;
   int32_t* unit_fallback = warm ? reinterpret_cast<int32_t*>(records + ws.fallback) : nullptr;
-  uint8_t* kr_lo = ws.kr_lo != 0 ? records + ws.kr_lo : nullptr;  // the final state's last update (kernel_params.h)
+  // The final state's last update (kernel_params.h): Kr's low parts, written by this call's
+  // preparation or, prepared, by kda_segment_transition's.
+  uint8_t* kr_lo = ws.kr_lo != 0 && pr.has_final_state ? records + ws.kr_lo : nullptr;
   if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle, kr_lo));
 
   RecurrenceParams rp;

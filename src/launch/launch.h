@@ -43,6 +43,8 @@ kda_status launch_preparation(const Problem& problem, void* workspace, float* ch
                               uint8_t* kr_lo = nullptr);
 size_t preparation_bytes(const Problem& problem);
 float* preparation_bounds(const Problem& problem, void* workspace);
+// Where the preparation's Kr low parts are (null when the build does not split the final update).
+uint8_t* preparation_kr_lo(const Problem& problem, void* workspace);
 SequenceLayout make_sequence_layout(const Problem& problem);
 kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_stream_t stream, bool dependent);
 

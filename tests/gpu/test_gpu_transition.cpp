@@ -295,5 +295,47 @@ TEST(GpuTransition, ShardedRunsInPlaceEqualOutOfPlace) {
   EXPECT_GE(tested, 8);  // the cases with an fp32 final state
 }
 
+// kda_segment_transition's preparation followed by kda_fwd_prepared gives bitwise kda_fwd's out and
+// final state: the final state's last update uses the Kr low parts that the transition's
+// preparation leaves in the workspace (kernel_params.h, kr_lo), as kda_fwd's own preparation does.
+TEST(GpuTransition, PreparedForwardEqualsForwardBitwise) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec warm;  // a warm-up plan (4 units)
+  warm.T = 2048;
+  warm.H = warm.HV = 4;
+  ProblemSpec one;  // the one-pass plan (96 units)
+  one.T = 200;
+  one.H = one.HV = 96;
+  ProblemSpec varlen;  // packed sequences, GVA, bf16 final state
+  varlen.T = 4000;
+  varlen.cu_seqlens = {0, 1000, 1001, 4000};
+  varlen.H = 2;
+  varlen.HV = 4;
+  varlen.final_state = KDA_DTYPE_BF16;
+  const struct {
+    const char* name;
+    ProblemSpec spec;
+  } cases[] = {{"warm-up plan, T=2048 H=4", warm}, {"one pass, T=200 H=96", one}, {"varlen, GVA, bf16 state", varlen}};
+  for (const auto& c : cases) {
+    RandomProblem a = make_random_problem(c.spec), b = a;
+    ASSERT_EQ(run_on_gpu(a.params()).code, KDA_OK) << c.name;
+    DeviceProblem dp(b.params());
+    kda_tensor none;
+    std::memset(&none, 0, sizeof(none));
+    size_t bytes = 0;
+    ASSERT_EQ(kda_segment_transition_workspace_size(&dp.params(), none, none, &bytes).code, KDA_OK) << c.name;
+    void* ws = nullptr;
+    ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+    kda_status st = kda_segment_transition(&dp.params(), none, none, ws, bytes, nullptr);
+    ASSERT_EQ(st.code, KDA_OK) << c.name << ": " << st.message;
+    st = kda_fwd_prepared(&dp.params(), ws, bytes, nullptr);
+    ASSERT_EQ(st.code, KDA_OK) << c.name << ": " << st.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dp.download_outputs();
+    expect_identical(a, b, (std::string(c.name) + ": kda_fwd_prepared vs kda_fwd").c_str());
+    EXPECT_EQ(cudaFree(ws), cudaSuccess);
+  }
+}
+
 }  // namespace
 }  // namespace kda::test
