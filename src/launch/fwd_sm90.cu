@@ -80,9 +80,9 @@ size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 
 size_t kr_lo_bytes(const Problem& pr) { return sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)); }
 
 // Byte offsets in the workspace: the records, the check word, the warm-up's chunk bounds (always
-// with `prepared`: a preparation left by kda_segment_transition, §3.4) and fallback flags, then
-// (sequence parallelism only) the exact combine's float32 states and transitions. Sizes saturate at
-// SIZE_MAX.
+// with `prepared`: a preparation left by kda_segment_transition, §3.4), the Kr low parts of the
+// final states' last updates, the fallback flags and deferred final states, then (sequence
+// parallelism only) the exact combine's float32 states and transitions. Sizes saturate at SIZE_MAX.
 struct WorkspaceLayout {
   size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, total = 0;
 };
