@@ -101,6 +101,28 @@ TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
   EXPECT_EQ(again, with_dm);
 }
 
+// The Kr low parts of the final states' last updates (kernel_params.h, kr_lo): 4 KiB per (sequence,
+// value head). kda_fwd reserves them when it stores final states; the preparation that
+// kda_segment_transition leaves always holds them, so that kda_fwd_prepared finds them whatever
+// its final state.
+TEST_F(CpApi, WorkspaceHoldsTheKrLowParts) {
+  const size_t per_unit = 16 * 128 * 2, units = 2 * 2;  // a [16][128] bf16 tile; B = 2 sequences x H = 2 heads
+  kda_fwd_params no_state = p_;  // SetUp passes no states
+  const int64_t s4[4] = {2, 2, D, D};
+  kda_fwd_params with_state = p_;
+  with_state.final_state = kda_tensor_contiguous(states_.data(), KDA_DTYPE_F32, 4, s4);
+  size_t without = 0, with = 0, prep_only = 0, prep_only_with = 0;
+  ASSERT_EQ(kda_fwd_workspace_size(&no_state, &without).code, KDA_OK);
+  ASSERT_EQ(kda_fwd_workspace_size(&with_state, &with).code, KDA_OK);
+  EXPECT_GE(with, without + units * per_unit);
+  EXPECT_LE(with, without + units * per_unit + 256);  // one alignment at most
+  ASSERT_EQ(kda_segment_transition_workspace_size(&no_state, kda_tensor{}, kda_tensor{}, &prep_only).code, KDA_OK);
+  ASSERT_EQ(kda_segment_transition_workspace_size(&with_state, kda_tensor{}, kda_tensor{}, &prep_only_with).code,
+            KDA_OK);
+  EXPECT_EQ(prep_only, prep_only_with);  // the final state does not change the preparation
+  EXPECT_GE(prep_only, with);
+}
+
 TEST_F(CpApi, TransitionOnlyOneOfDAndM) {
   M_ = kda_tensor{};
   ExpectTransitionError({"D and M", "both", "D only"});
