@@ -79,6 +79,24 @@ size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 
 
 size_t kr_lo_bytes(const Problem& pr) { return sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)); }
 
+// The preparation kda_segment_transition leaves for kda_fwd_prepared: records and check word, the
+// chunk bounds, then (kFinalSplit) the Kr low parts. workspace_layout places the bounds and a
+// prepared call's Kr low parts at these same offsets.
+struct PreparationLayout {
+  size_t bounds = 0, bounds_end = 0, kr_lo = 0, total = 0;
+};
+PreparationLayout preparation_layout(const Problem& pr) {
+  PreparationLayout l;
+  l.bounds = align256(sat_add(records_bytes(pr), kCheckBytes));
+  l.bounds_end = sat_add(l.bounds, bounds_bytes(pr));
+  l.total = l.bounds_end;
+  if (kFinalSplit) {
+    l.kr_lo = align256(l.bounds_end);
+    l.total = sat_add(l.kr_lo, kr_lo_bytes(pr));
+  }
+  return l;
+}
+
 // Byte offsets in the workspace: the records, the check word, the warm-up's chunk bounds (always
 // with `prepared`: a preparation left by kda_segment_transition, §3.4), the Kr low parts of the
 // final states' last updates, the fallback flags and deferred final states, then (sequence
@@ -97,13 +115,13 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   w.total = sat_add(records_bytes(pr), kCheckBytes);
   const bool warm = plan.method == SplitMethod::kWarmup;
   if (warm || prepared) {
-    w.bounds = align256(w.total);
-    w.total = sat_add(w.bounds, bounds_bytes(pr));
+    const PreparationLayout prep = preparation_layout(pr);
+    w.bounds = prep.bounds;
+    w.total = prep.bounds_end;
   }
   // Kr's low part of each sequence's last chunk (PrepParams::kr_lo): at most 4 KiB per (sequence,
-  // head) against the records' 14.5 KiB per chunk and head. Part of a preparation that
-  // kda_segment_transition leaves for kda_fwd_prepared (preparation_bytes: the same offset there);
-  // kda_fwd reserves it when it stores final states.
+  // head) against the records' 14.5 KiB per chunk and head. Prepared, the place preparation_layout
+  // gives it (right after the bounds); kda_fwd reserves it when it stores final states.
   if (kFinalSplit && (prepared || pr.has_final_state)) {
     w.kr_lo = align256(w.total);
     w.total = sat_add(w.kr_lo, kr_lo_bytes(pr));
@@ -143,21 +161,14 @@ SequenceLayout make_sequence_layout(const Problem& pr) {
   return s;
 }
 
-// The preparation kda_segment_transition leaves for kda_fwd_prepared: records, check word, chunk
-// bounds and (kFinalSplit) the Kr low parts, at the offsets workspace_layout(prepared) uses.
-size_t preparation_bytes(const Problem& pr) {
-  const size_t bounds_end = sat_add(align256(sat_add(records_bytes(pr), kCheckBytes)), bounds_bytes(pr));
-  return kFinalSplit ? sat_add(align256(bounds_end), kr_lo_bytes(pr)) : bounds_end;
-}
+size_t preparation_bytes(const Problem& pr) { return preparation_layout(pr).total; }
 
 float* preparation_bounds(const Problem& pr, void* workspace) {
-  return reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + align256(sat_add(records_bytes(pr), kCheckBytes)));
+  return reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + preparation_layout(pr).bounds);
 }
 
 uint8_t* preparation_kr_lo(const Problem& pr, void* workspace) {
-  if (!kFinalSplit) return nullptr;
-  const size_t bounds_end = sat_add(align256(sat_add(records_bytes(pr), kCheckBytes)), bounds_bytes(pr));
-  return static_cast<uint8_t*>(workspace) + align256(bounds_end);
+  return kFinalSplit ? static_cast<uint8_t*>(workspace) + preparation_layout(pr).kr_lo : nullptr;
 }
 
 namespace {

@@ -197,11 +197,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       }
       if (final_split && i == steps - 1) {
         const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
-        const uint32_t base = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.kr_lo.bytes) -
-                                                    reinterpret_cast<const unsigned char*>(&st.stage[0]));
         for (int k = pt; k < kKrLoBytes / 16; k += Share::kThreads)
-          ptx::cp_async_16_zfill(reinterpret_cast<unsigned char*>(&st.stage[0]) + base + kr_lo_offset_of_piece<L>(k),
-                                 lo + 16 * k, true);
+          ptx::cp_async_16_zfill(st.kr_lo.bytes + kr_lo_offset_of_piece<L>(k), lo + 16 * k, true);
       }
       ptx::cp_async_arrive_noinc(&full[s]);
     }
