@@ -74,6 +74,22 @@ TEST(Plan, FewHeadsLongSequencesWarmUp) {
     }
 }
 
+TEST(Plan, WarmUpFallbackRunsInPassOnesSlices) {
+  // The fallback's pass 2 runs as tail jobs of pass 1's grid (one kernel instance): every warm-up
+  // plan, automatic or forced, has pass 2 in pass 1's slices. Checked to fail when the plan takes
+  // pass 2's fastest slices (the exact method's choice).
+  int warm = 0;
+  for (int64_t units : {1, 2, 3, 4, 8, 12, 16, 24, 48})
+    for (int64_t chunks : {16, 64, 128, 512, 4096})
+      for (int forced : {0, 2, 5, 16}) {
+        const RecurrencePlan p = plan(units, chunks, forced, KDA_CONTEXT_WARMUP);
+        if (p.method != SplitMethod::kWarmup) continue;
+        ++warm;
+        EXPECT_EQ(p.vsplit_second, p.vsplit_first) << units << " units, " << chunks << " chunks, forced " << forced;
+      }
+  EXPECT_GT(warm, 100);
+}
+
 TEST(Plan, WarmUpOnlyWhereTheBoundHolds) {
   // allow_neg_eigval or keys without the L2 norm (warmup_valid = false), or the exact method asked
   // for: never the warm-up.

@@ -102,8 +102,19 @@ PreparationLayout preparation_layout(const Problem& pr) {
 // final states' last updates, the fallback flags and deferred final states, then (sequence
 // parallelism only) the exact combine's float32 states and transitions. Sizes saturate at SIZE_MAX.
 struct WorkspaceLayout {
-  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, total = 0;
+  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, tail = 0, total = 0;
 };
+
+// Whether a warm-up plan's fallback runs as tail jobs of pass 1's grid (recurrence_tail.cuh): through
+// kda_fwd (whose preparation zeroes the counters), when the fallback has a pass 2 in pass 1's slices.
+// Build knob FLASH_KDA_WARMUP_TAIL=0: the separate launches always (for measuring what the tail saves).
+#ifndef FLASH_KDA_WARMUP_TAIL
+#define FLASH_KDA_WARMUP_TAIL 1
+#endif
+bool uses_tail(const RecurrencePlan& plan, bool prepared) {
+  return FLASH_KDA_WARMUP_TAIL != 0 && plan.method == SplitMethod::kWarmup && !prepared && plan.segments >= 2 &&
+         plan.vsplit_second == plan.vsplit_first;
+}
 
 // Bytes of one unit's [128][128] final state (at most kMaxFinalStateBytes: f32).
 constexpr size_t kMaxFinalStateBytes = size_t{128} * 128 * 4;
@@ -134,6 +145,12 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
     // neither (kda_segment_transition_workspace_size covers kda_fwd_prepared's calls with it).
     w.deferred = align256(w.total);
     w.total = sat_add(w.deferred, sat_mul(sat_size(pr.N * pr.HV), kMaxFinalStateBytes));
+  }
+  if (uses_tail(plan, prepared)) {  // the tail's counters (kernel_params.h)
+    w.tail = align256(w.total);
+    w.total = sat_add(w.tail, sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), size_t{kTailWordsPerUnit}),
+                                              size_t{kTailHeaderWords}),
+                                      sizeof(int32_t)));
   }
   const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
   if (cp > 0) {
@@ -277,7 +294,7 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
 }
 
 kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle,
-                              uint8_t* kr_lo) {
+                              uint8_t* kr_lo, int32_t* tail) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_fwd_params& a = *pr.params;
   const SequenceLayout seq = make_sequence_layout(pr);
@@ -308,6 +325,7 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   pp.records = static_cast<uint8_t*>(workspace);
   pp.chunk_bounds = chunk_bounds;
   pp.kr_lo = kr_lo;
+  pp.tail = tail;
   switch (a.gate) {
     case KDA_GATE_BOUNDED: return launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream);
     case KDA_GATE_SOFTPLUS: return launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream);
@@ -340,7 +358,7 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   const WorkspaceLayout ws = workspace_layout(pr, plan, prepared);
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;
-  if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan), combine_ctas}) > 0x7fffffff)
+  if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan) + combine_ctas}) > 0x7fffffff)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "q: N x HV = %lld (sequences x value heads) is too large for one grid",
                       static_cast<long long>(units));
   float* chunk_bounds = warm ? reinterpret_cast<float*>(records + ws.bounds) : nullptr;
@@ -348,7 +366,9 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   // The final state's last update (kernel_params.h): Kr's low parts, written by this call's
   // preparation or, prepared, by kda_segment_transition's.
   uint8_t* kr_lo = ws.kr_lo != 0 && pr.has_final_state ? records + ws.kr_lo : nullptr;
-  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle, kr_lo));
+  const bool tail = uses_tail(plan, prepared);
+  int32_t* tail_words = tail ? reinterpret_cast<int32_t*>(records + ws.tail) : nullptr;
+  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle, kr_lo, tail_words));
 
   RecurrenceParams rp;
   rp.seq = seq;
@@ -381,6 +401,15 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   if (warm && in_place) rp.deferred_final = records + ws.deferred;
   rp.pass = plan.method == SplitMethod::kNone ? RecurrencePass::kWhole : RecurrencePass::kFirst;
   rp.vsplit = plan.vsplit_first;
+  if (tail) {  // the fallback's combine and pass 2 as tail jobs of pass 1's grid
+    rp.tail = tail_words;
+    const int64_t combine_jobs = has_combine(plan) ? units * kCombineJobsPerUnit : 0;
+    rp.tail_combine_jobs = static_cast<int32_t>(combine_jobs);
+    // Pass-2 slots of 128 rows in halves (one warpgroup each) when the grid has twice their CTAs.
+    const int64_t second = second_pass_ctas(units, plan);
+    rp.tail_half = FLASH_KDA_WGMMA_RECURRENCE != 0 && plan.vsplit_first == 1 && 2 * second <= first_pass_ctas(units, plan);
+    rp.tail_jobs = static_cast<int32_t>(combine_jobs + (second << rp.tail_half));
+  }
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));
   if (warm && in_place) {
     DeferredFinalParams df;
@@ -394,7 +423,7 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
                                           kDeferredThreads, 0, stream, true, df);
     if (err != cudaSuccess) return cuda_error("deferred_final_kernel launch", err);
   }
-  if (second_pass_ctas(units, plan) == 0) return make_ok();
+  if (second_pass_ctas(units, plan) == 0 || tail) return make_ok();
   if (has_combine(plan)) {
     CombineParams cb;
     cb.cp_states = rp.cp_states;

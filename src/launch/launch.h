@@ -38,9 +38,9 @@ kda_status fwd_prepared(const Problem& problem, const RecurrencePlan& plan, void
 // workspace, then the check word, then the chunk bounds; `chunk_bounds` null: not computed), its
 // size with the bounds, where the bounds are, the sequence layout and one recurrence launch.
 // `kr_lo`: where the preparation writes Kr's low part of each sequence's last chunk (PrepParams::kr_lo),
-// or null.
+// or null; `tail`: the counters it zeroes for the recurrence's tail jobs (PrepParams::tail), or null.
 kda_status launch_preparation(const Problem& problem, void* workspace, float* chunk_bounds, kda_stream_t stream,
-                              uint8_t* kr_lo = nullptr);
+                              uint8_t* kr_lo = nullptr, int32_t* tail = nullptr);
 size_t preparation_bytes(const Problem& problem);
 float* preparation_bounds(const Problem& problem, void* workspace);
 // Where the preparation's Kr low parts are (null when the build does not split the final update).

@@ -76,6 +76,9 @@ struct ExactTable {
   static constexpr int kV[4] = {1, 2, 4, 8};
   double cost[kMaxContextSegments + 1][4] = {};  // [P][index of the pass-1 slice count]
   int v2[kMaxContextSegments + 1] = {};
+  // Pass 2 in pass 1's slices (a warm-up plan's fallback: its pass 2 runs as tail jobs of pass 1's
+  // grid, recurrence_tail.cuh).
+  double cost_same[kMaxContextSegments + 1][4] = {};
   int max_P = 1;
 
   ExactTable(int64_t units, int64_t chunks, int sms, int only_P) {
@@ -97,25 +100,30 @@ struct ExactTable {
           v2[P] = v;
         }
       }
-      for (int i = 0; i < 4; ++i)
-        cost[P][i] = pass_cost(units * kV[i] * (2 * P - 3), per, kV[i], sms) + best2 + fixed;
+      for (int i = 0; i < 4; ++i) {
+        const double pass1 = pass_cost(units * kV[i] * (2 * P - 3), per, kV[i], sms);
+        cost[P][i] = pass1 + best2 + fixed;
+        cost_same[P][i] = pass1 + pass_cost(units * kV[i] * (P - 1), per, kV[i], sms) + fixed;
+      }
     }
   }
-  RecurrencePlan plan(int P, int i) const {
+  RecurrencePlan plan(int P, int i, bool same_slices = false) const {
     RecurrencePlan p;
     p.method = SplitMethod::kExact;
     p.segments = P;
     p.vsplit_first = kV[i];
-    p.vsplit_second = v2[P];
-    p.cost_us = cost[P][i];
+    p.vsplit_second = same_slices ? kV[i] : v2[P];
+    p.cost_us = same_slices ? cost_same[P][i] : cost[P][i];
     return p;
   }
   // Best exact plan (P >= 2) with pass-1 slices kV[i] (i < 0: any); `fallback` is returned when
   // nothing beats it.
-  RecurrencePlan best(int i, RecurrencePlan fallback) const {
+  RecurrencePlan best(int i, RecurrencePlan fallback, bool same_slices = false) const {
     for (int P = 2; P <= max_P; ++P)
-      for (int j = 0; j < 4; ++j)
-        if ((i < 0 || j == i) && cost[P][j] > 0 && cost[P][j] < fallback.cost_us) fallback = plan(P, j);
+      for (int j = 0; j < 4; ++j) {
+        const double c = same_slices ? cost_same[P][j] : cost[P][j];
+        if ((i < 0 || j == i) && c > 0 && c < fallback.cost_us) fallback = plan(P, j, same_slices);
+      }
     return fallback;
   }
 };
@@ -136,8 +144,7 @@ RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double
   bool found = false;
   for (int i = 0; i < 4; ++i) {
     const int v = ExactTable::kV[i];
-    const RecurrencePlan fb =
-        forced > 1 ? table.plan(forced, i) : table.best(i, one_pass_with(units, chunks, sms, v));
+    const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true) : table.best(i, one_pass_with(units, chunks, sms, v), true);
     if (forced <= 1 && fb.cost_us > kFallbackSlack * exact_cost) continue;
     for (int P = forced > 1 ? forced : 2; P <= (forced > 1 ? forced : kMaxContextSegments); ++P) {
       const double cost = warmup_cost(units, chunks, sms, P, v, fb.segments);
@@ -147,7 +154,7 @@ RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double
         best.pieces = P;
         best.segments = fb.segments;
         best.vsplit_first = v;
-        best.vsplit_second = fb.segments > 1 ? fb.vsplit_second : v;
+        best.vsplit_second = v;  // the fallback's pass 2 runs in pass 1's grid (recurrence_tail.cuh)
         best.cost_us = cost;
         best.fallback_cost_us = fb.cost_us;
       }

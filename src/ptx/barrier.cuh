@@ -18,6 +18,13 @@ namespace kda::ptx {
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) { cuda::ptx::mbarrier_init(bar, count); }
 
+// Invalidates a barrier no thread waits on or arrives at any more, so that its memory may be
+// initialised again (a CTA that runs several jobs on one stage ring, recurrence_tail.cuh).
+__device__ __forceinline__ void mbar_inval(uint64_t* bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
+               : "memory");
+}
+
 // Makes barrier initialisation visible to the other threads and proxies before first use.
 __device__ __forceinline__ void fence_barrier_init() {
   cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);

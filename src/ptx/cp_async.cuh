@@ -25,4 +25,13 @@ __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, bo
 // barrier's expected arrivals).
 __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) { cuda::ptx::cp_async_mbarrier_arrive_noinc(bar); }
 
+// Completion by groups instead (the tail's combine jobs, recurrence_tail.cuh): commit closes a group
+// of this thread's prior cp.async; wait_group<N> returns once at most N of its groups are pending.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 }  // namespace kda::ptx

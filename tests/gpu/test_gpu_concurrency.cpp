@@ -50,6 +50,13 @@ std::vector<ProblemSpec> mixed_specs() {
   add(3, 20, 2, 4, KDA_GATE_PREACTIVATED, KDA_DTYPE_NONE, KDA_DTYPE_NONE, {}, 0);
   add(1, 90, 1, 1, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_BF16, {0, 45, 90}, 3);
   add(1, 1, 4, 4, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_F32, {}, 0);  // decode-like
+  // Bounded warm-up, forced: decaying gates (no unit falls back: the tail is empty), and slow
+  // channels (every unit falls back: the combine and pass 2 as tail jobs of pass 1's grid).
+  add(1, 640, 3, 3, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_F32, {}, 6);
+  v.back().context_method = KDA_CONTEXT_WARMUP;
+  add(1, 640, 3, 3, KDA_GATE_BOUNDED, KDA_DTYPE_F32, KDA_DTYPE_F32, {}, 6);
+  v.back().context_method = KDA_CONTEXT_WARMUP;
+  v.back().slow_every = 8;
   return v;
 }
 

@@ -312,10 +312,15 @@ TEST(GpuTransition, PreparedForwardEqualsForwardBitwise) {
   varlen.H = 2;
   varlen.HV = 4;
   varlen.final_state = KDA_DTYPE_BF16;
+  // A warm-up plan whose units all fall back: kda_fwd runs the combine and pass 2 as tail jobs of
+  // pass 1's grid (recurrence_tail.cuh), kda_fwd_prepared as their own launches.
+  ProblemSpec fallback = warm;
+  fallback.slow_every = 8;
   const struct {
     const char* name;
     ProblemSpec spec;
-  } cases[] = {{"warm-up plan, T=2048 H=4", warm}, {"one pass, T=200 H=96", one}, {"varlen, GVA, bf16 state", varlen}};
+  } cases[] = {{"warm-up plan, T=2048 H=4", warm}, {"one pass, T=200 H=96", one}, {"varlen, GVA, bf16 state", varlen},
+               {"warm-up plan falling back, T=2048 H=4", fallback}};
   for (const auto& c : cases) {
     RandomProblem a = make_random_problem(c.spec), b = a;
     ASSERT_EQ(run_on_gpu(a.params()).code, KDA_OK) << c.name;

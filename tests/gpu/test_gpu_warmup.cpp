@@ -210,6 +210,40 @@ TEST(GpuWarmup, MixedFallbackIsExactAndDeterministic) {
   }
 }
 
+// The fallback's combine and pass 2 run as tail jobs of pass 1's grid (recurrence_tail.cuh), taken
+// by ticket once every CTA of the grid is running. With 24 forced pieces, pass 1's grid is several
+// times the GPU (16 units x 45 slots of the exact layout at 24 segments), so most CTAs start after
+// others have finished: every unit falling back, or every other head. With 4 heads and the
+// automatic plan, each pass-2 slot runs as two jobs of 64 value rows (RecurrenceParams::tail_half;
+// GpuTransition.PreparedForwardEqualsForwardBitwise holds the same shape bitwise to the separate
+// launches). Every result meets the pass rule and is deterministic.
+TEST(GpuWarmup, TailJobsOnAGridLargerThanTheGpuAndInHalves) {
+  KDA_SKIP_WITHOUT_SM90();
+  const struct {
+    const char* name;
+    int64_t T, H;
+    int32_t split;
+    uint64_t slow_heads;
+  } cases[] = {{"24 pieces, every head slow", 4096, 16, 24, ~uint64_t{0}},
+               {"24 pieces, every other head slow", 4096, 16, 24, 0x5555},
+               {"automatic plan, 4 heads, pass 2 in halves", 2048, 4, 0, ~uint64_t{0}}};
+  for (const auto& c : cases) {
+    ProblemSpec s;
+    s.T = c.T;
+    s.H = s.HV = c.H;
+    s.slow_every = 8;
+    s.slow_heads = c.slow_heads;
+    s.context_method = KDA_CONTEXT_WARMUP;
+    s.context_split = c.split;
+    s.seed = 1900 + static_cast<uint64_t>(c.H + c.split) + (c.slow_heads & 1);
+    RandomProblem a = make_random_problem(s);
+    expect_pass_rule(c.name, gpu_vs_f64(a));
+    RandomProblem b = make_random_problem(s);
+    ASSERT_EQ(run_on_gpu(b.params(), 2).code, KDA_OK);
+    expect_identical(a, b, c.name);
+  }
+}
+
 // A graph captured on fast-decaying inputs and replayed on slowly decaying ones (and back): the
 // device re-decides per unit at every replay; each replay equals an eager run on its inputs.
 TEST(GpuWarmup, GraphReplaySwitchesBetweenWarmupAndFallback) {

@@ -27,6 +27,12 @@ __global__ void __launch_bounds__(128, FLASH_KDA_PREP_CTAS_PER_SM) chunk_prep_ke
   extern __shared__ __align__(16) unsigned char smem_raw[];
   ptx::wait_primary();       // the caller's previous kernel (inputs, the workspace's last reader)
   ptx::launch_dependents();  // the recurrence may start its prologue during the last wave
+  if (p.tail != nullptr && blockIdx.x < static_cast<unsigned>(p.seq.N)) {  // the tail's counters (kernel_params.h)
+    const int64_t unit = static_cast<int64_t>(blockIdx.x) * p.HV + blockIdx.y;
+    if (threadIdx.x < kTailWordsPerUnit) p.tail[kTailHeaderWords + kTailWordsPerUnit * unit + threadIdx.x] = 0;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x >= 32 && threadIdx.x < 32 + kTailHeaderWords)
+      p.tail[threadIdx.x - 32] = 0;
+  }
   prepare_chunk<kGate, kBounds>(p, *reinterpret_cast<PrepSmem<kGate>*>(smem_raw), blockIdx.x, blockIdx.y);
 }
 

@@ -39,6 +39,7 @@
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/recurrence_tail.cuh"
 #include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
@@ -90,8 +91,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   const int wg = warp >> 2;            // consumer warpgroup (kWG: the producer)
   const int t = threadIdx.x & 127;     // thread within the warpgroup
   ptx::launch_dependents();
-  RecurrenceTask task;
-  if constexpr (!kWarm) task = recurrence_task(p, blockIdx.x, false, nullptr);
+  RecurrenceTask first;  // the job of this CTA's slot (blockIdx.x)
+  if constexpr (!kWarm) first = recurrence_task(p, p.pass, blockIdx.x, false, nullptr);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::kStages; ++s) {
@@ -121,218 +122,290 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   };
   const void* preload_init = nullptr;
   int preload_slice = 0;
-  const bool preloaded = preloads_initial_state<kWarm>(p, blockIdx.x, &preload_init, &preload_slice) && wg < kWG;
-  if (preloaded) load_state(preload_init, p.initial_is_f32 != 0, preload_slice * L::kRows + 64 * wg);
+  const bool first_preloaded =
+      preloads_initial_state<kWarm>(p, blockIdx.x, &preload_init, &preload_slice) && wg < kWG;
+  if (first_preloaded) load_state(preload_init, p.initial_is_f32 != 0, preload_slice * L::kRows + 64 * wg);
   if constexpr (kWarm) {
-    task = warm_recurrence_task(p, warm);
+    first = warm_recurrence_task(p, warm);
   } else {
     __syncthreads();
   }
-  if (task.idle) return;
-  const int hv = task.hv;
-  const SequenceSpan& span = task.span;
-  const int c_start = task.c_start, c_out = task.c_out, steps = task.c_end - task.c_start;
-  const bool transition = task.transition, write_out = task.write_out;
-  const int row0 = task.slice * L::kRows;  // first value row of this CTA
-
-  const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
-  // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
-  // as hi + lo pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage.
-  const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
-                           task.c_end * 16 >= span.len;
 
   static_assert(!L::kProducerWarpgroup ||
                     ptx::setmaxnreg_fits(L::kThreads, {L::kProducerRegs, L::kConsumerRegs, L::kConsumerRegs}),
                 "the setmaxnreg split must fit in the registers the CTA is launched with (else inc never returns)");
-  if (wg == kWG) {
-    // ---- Producer (L::kProducerThreads threads) ------------------------------------------------------
-    if constexpr (L::kProducerWarpgroup) ptx::setmaxnreg_dec<L::kProducerRegs>();
-    using Share = ProducerShare<L>;
-    // Producer thread: the block's last 32 or 128 threads. With one warp it is written as the lane (the
-    // same value), which the compiler knows to be < 32: threadIdx.x - 128 there gave a 4% larger cubin.
-    const int pt = Share::kThreads == 32 ? lane : static_cast<int>(threadIdx.x) - 128 * kWG;
-    // Where this thread's record pieces go: the same for every chunk, so computed once (a per-piece
-    // computation in the copy loop made the producer issue-bound). Pieces past the record: none.
-    uint32_t dst[Share::kRecordRounds];
-#pragma unroll
-    for (int j = 0; j < Share::kRecordRounds; ++j)
-      dst[j] = Share::has_record_piece(pt, j) ? stage_offset_of_piece<L>(Share::record_piece(pt, j)) : 0u;
-    // The values likewise: piece k (warpgroup w, token j, 8 rows from 8q) reads token j of chunk c at
-    // vsrc[m] + c·16 token strides, into the same place of every stage.
-    const uint16_t* vsrc[Share::kValueRounds];
-    uint32_t vdst[Share::kValueRounds];
-    int vtok[Share::kValueRounds];
-#pragma unroll
-    for (int m = 0; m < Share::kValueRounds; ++m) {
-      const int k = Share::value_piece(pt, m);
-      const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
-      vsrc[m] = p.v + span.batch * p.v_st.b + (span.t0 + j) * p.v_st.t + hv * p.v_st.h + row0 + 64 * w + 8 * q;
-      vdst[m] = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.stage[0].vt[w].bytes) -
-                                      reinterpret_cast<const unsigned char*>(&st.stage[0])) +
-                static_cast<uint32_t>(L::VtTile::offset(j, 8 * q));
-      vtok[m] = j;
-    }
-    ptx::wait_primary();
-    for (int i = 0; i < steps; ++i) {
-      const int c = c_start + i;
-      const int s = i % L::kStages;
-      const int use = i / L::kStages;
-      const int Lc = min(16, span.len - c * 16);
-      unsigned char* stage = reinterpret_cast<unsigned char*>(&st.stage[s]);
-      if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
-      const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
+  // One job (a task of recurrence_task.cuh): the producer returns once it has issued its copies,
+  // the consumers once they have stored the end state. `preloaded`: S holds the task's start state;
+  // kSetRegs (std::integral_constant): the roles' setmaxnreg happens here (a CTA's only job).
+  // half_row >= 0 (tail jobs of warm-up plans, RecurrenceParams::tail_half): the job is the 64 value
+  // rows from half_row on, run by consumer warpgroup 0 alone (the others return; the ring's empty
+  // barriers then count its lanes only), so that a tail with few pass-2 jobs takes twice the SMs.
+  auto run = [&](const RecurrenceTask& task, bool preloaded, auto kSetRegs, int half_row) {
+    const bool half = kWG == 2 && half_row >= 0;
+    const int hv = task.hv;
+    const SequenceSpan& span = task.span;
+    const int c_start = task.c_start, c_out = task.c_out, steps = task.c_end - task.c_start;
+    const bool transition = task.transition, write_out = task.write_out;
+    const int row0 = task.slice * L::kRows + (half ? half_row : 0);  // first value row of this CTA
+
+    const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
+    // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
+    // as hi + lo pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage.
+    const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
+                             task.c_end * 16 >= span.len;
+
+    if (wg == kWG) {
+      // ---- Producer (L::kProducerThreads threads) ------------------------------------------------------
+      if constexpr (L::kProducerWarpgroup && decltype(kSetRegs)::value) ptx::setmaxnreg_dec<L::kProducerRegs>();
+      using Share = ProducerShare<L>;
+      // Producer thread: the block's last 32 or 128 threads. With one warp it is written as the lane (the
+      // same value), which the compiler knows to be < 32: threadIdx.x - 128 there gave a 4% larger cubin.
+      const int pt = Share::kThreads == 32 ? lane : static_cast<int>(threadIdx.x) - 128 * kWG;
+      // Where this thread's record pieces go: the same for every chunk, so computed once (a per-piece
+      // computation in the copy loop made the producer issue-bound). Pieces past the record: none.
+      uint32_t dst[Share::kRecordRounds];
 #pragma unroll
       for (int j = 0; j < Share::kRecordRounds; ++j)
-        if (Share::has_record_piece(pt, j))
-          ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * Share::record_piece(pt, j), true);
-      {  // a transition's values are zeros (zero-filled copies): its steps take the same path
-        const int64_t chunk_off = static_cast<int64_t>(c) * 16 * p.v_st.t;
+        dst[j] = Share::has_record_piece(pt, j) ? stage_offset_of_piece<L>(Share::record_piece(pt, j)) : 0u;
+      // The values likewise: piece k (warpgroup w, token j, 8 rows from 8q) reads token j of chunk c at
+      // vsrc[m] + c·16 token strides, into the same place of every stage.
+      const uint16_t* vsrc[Share::kValueRounds];
+      uint32_t vdst[Share::kValueRounds];
+      int vtok[Share::kValueRounds];
 #pragma unroll
-        for (int m = 0; m < Share::kValueRounds; ++m) {
-          const bool valid = vtok[m] < Lc && !transition;
-          // An invalid piece reads nothing; its address stays the chunk's first token (in range).
-          const uint16_t* src = vsrc[m] + chunk_off - (valid ? 0 : vtok[m] * p.v_st.t);
-          ptx::cp_async_16_zfill(stage + vdst[m], src, valid);
+      for (int m = 0; m < Share::kValueRounds; ++m) {
+        const int k = Share::value_piece(pt, m);
+        const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
+        // (A half job's warpgroup 1 computes nothing: its tile gets warpgroup 0's rows, in range.)
+        vsrc[m] = p.v + span.batch * p.v_st.b + (span.t0 + j) * p.v_st.t + hv * p.v_st.h + row0 +
+                  64 * (half ? 0 : w) + 8 * q;
+        vdst[m] = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.stage[0].vt[w].bytes) -
+                                        reinterpret_cast<const unsigned char*>(&st.stage[0])) +
+                  static_cast<uint32_t>(L::VtTile::offset(j, 8 * q));
+        vtok[m] = j;
+      }
+      ptx::wait_primary();
+      for (int i = 0; i < steps; ++i) {
+        const int c = c_start + i;
+        const int s = i % L::kStages;
+        const int use = i / L::kStages;
+        const int Lc = min(16, span.len - c * 16);
+        unsigned char* stage = reinterpret_cast<unsigned char*>(&st.stage[s]);
+        if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
+        const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
+#pragma unroll
+        for (int j = 0; j < Share::kRecordRounds; ++j)
+          if (Share::has_record_piece(pt, j))
+            ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * Share::record_piece(pt, j), true);
+        {  // a transition's values are zeros (zero-filled copies): its steps take the same path
+          const int64_t chunk_off = static_cast<int64_t>(c) * 16 * p.v_st.t;
+#pragma unroll
+          for (int m = 0; m < Share::kValueRounds; ++m) {
+            const bool valid = vtok[m] < Lc && !transition;
+            // An invalid piece reads nothing; its address stays the chunk's first token (in range).
+            const uint16_t* src = vsrc[m] + chunk_off - (valid ? 0 : vtok[m] * p.v_st.t);
+            ptx::cp_async_16_zfill(stage + vdst[m], src, valid);
+          }
         }
+        if (final_split && i == steps - 1) {
+          const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
+          for (int k = pt; k < kKrLoBytes / 16; k += Share::kThreads)
+            ptx::cp_async_16_zfill(st.kr_lo.bytes + kr_lo_offset_of_piece<L>(k), lo + 16 * k, true);
+        }
+        ptx::cp_async_arrive_noinc(&full[s]);
       }
-      if (final_split && i == steps - 1) {
-        const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
-        for (int k = pt; k < kKrLoBytes / 16; k += Share::kThreads)
-          ptx::cp_async_16_zfill(st.kr_lo.bytes + kr_lo_offset_of_piece<L>(k), lo + 16 * k, true);
-      }
-      ptx::cp_async_arrive_noinc(&full[s]);
+      return;
     }
-    return;
-  }
 
-  // ---- Consumer warpgroups -------------------------------------------------------------------------
-  if constexpr (L::kProducerWarpgroup) ptx::setmaxnreg_inc<L::kConsumerRegs>();
-  const int rows0 = row0 + 64 * wg;  // first value row of this warpgroup
-  if (preloaded) {
-  } else if (p.pass != RecurrencePass::kSecond) {
-    if (transition) {
+    // ---- Consumer warpgroups -------------------------------------------------------------------------
+    if constexpr (L::kProducerWarpgroup && decltype(kSetRegs)::value) ptx::setmaxnreg_inc<L::kConsumerRegs>();
+    if (half && wg != 0) return;
+    const int rows0 = row0 + 64 * wg;  // first value row of this warpgroup
+    if (preloaded) {
+    } else if (p.pass != RecurrencePass::kSecond) {
+      if (transition) {
 #pragma unroll
-      for (int i = 0; i < S_t::kCount; ++i) S.v[i] = (rows0 + S_t::row(t, i) == S_t::col(t, i)) ? 1.0f : 0.0f;
+        for (int i = 0; i < S_t::kCount; ++i) S.v[i] = (rows0 + S_t::row(t, i) == S_t::col(t, i)) ? 1.0f : 0.0f;
+      } else {
+        load_state(task.init, task.init_f32, rows0);
+      }
+      ptx::wait_primary();
     } else {
+      ptx::wait_primary();
       load_state(task.init, task.init_f32, rows0);
     }
-    ptx::wait_primary();
-  } else {
-    ptx::wait_primary();
-    load_state(task.init, task.init_f32, rows0);
-  }
-  unsigned char* out_tile = st.out[warp];
-  const int wi = warp & 3;  // warp within the warpgroup: rows 16 wi .. of the warpgroup's 64
+    unsigned char* out_tile = st.out[warp];
+    const int wi = warp & 3;  // warp within the warpgroup: rows 16 wi .. of the warpgroup's 64
 
-  // kFinal (std::integral_constant): the last update of a final state (final_split), with U and Kr
-  // as hi + lo pairs: U_lo·Kr + U·Kr_lo + U·Kr (Kr_lo landed with this step's stage). A third copy
-  // of the step rather than a branch in every step: a kept U cost the full grids 2-5%.
-  auto step = [&](int i, bool out_step, auto kFinal) {
-    const int c = c_start + i;
-    const int s = i % L::kStages;
-    const int Lc = min(16, span.len - c * 16);
-    auto& stg = st.stage[s];
-    ptx::mbar_wait(&full[s], (i / L::kStages) & 1);
-    // The stage was written by cp.async (generic proxy); wgmma reads it through the async proxy.
-    ptx::fence_proxy_async_shared();
-    const uint32_t wq_addr = smem_addr(stg.wq.bytes);
-    uint32_t sa[8][4];
+    // kFinal (std::integral_constant): the last update of a final state (final_split), with U and Kr
+    // as hi + lo pairs: U_lo·Kr + U·Kr_lo + U·Kr (Kr_lo landed with this step's stage). A third copy
+    // of the step rather than a branch in every step: a kept U cost the full grids 2-5%.
+    auto step = [&](int i, bool out_step, auto kFinal) {
+      const int c = c_start + i;
+      const int s = i % L::kStages;
+      const int Lc = min(16, span.len - c * 16);
+      auto& stg = st.stage[s];
+      ptx::mbar_wait(&full[s], (i / L::kStages) & 1);
+      // The stage was written by cp.async (generic proxy); wgmma reads it through the async proxy.
+      ptx::fence_proxy_async_shared();
+      const uint32_t wq_addr = smem_addr(stg.wq.bytes);
+      uint32_t sa[8][4];
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
-    // No branch on `transition` around the products (a transition's values are zero-filled): with
-    // the accumulators written under that branch, ptxas serialised every wgmma of the warm-up
-    // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
-    // Γ of this thread's 32 key columns, loaded before the batch so that S·Diag(Γ) after it does
-    // not wait for shared memory.
-    float2 gm[16];
+      for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
+      // No branch on `transition` around the products (a transition's values are zero-filled): with
+      // the accumulators written under that branch, ptxas serialised every wgmma of the warm-up
+      // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
+      // Γ of this thread's 32 key columns, loaded before the batch so that S·Diag(Γ) after it does
+      // not wait for shared memory.
+      float2 gm[16];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
-    XO_t xo, uo;
-    uo.fence_operand();
-    xo.fence_operand();
-    ptx::wgmma_fence();
-    {
-      const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem_addr(stg.vt[wg].bytes));
-      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_lo.bytes)), false);
-      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_hi.bytes)), true);
-    }
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
-    ptx::wgmma_commit_group();
-    ptx::wgmma_wait_group<0>();
-    uo.fence_operand();
-    xo.fence_operand();
-    // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
-    // Γ loaded before the batch (see the top of the file).
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      S.v[4 * j] *= gm[j].x;
-      S.v[4 * j + 1] *= gm[j].y;
-      S.v[4 * j + 2] *= gm[j].x;
-      S.v[4 * j + 3] *= gm[j].y;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
-    uint32_t ua[4];
-    const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes));
-    if constexpr (decltype(kFinal)::value) {
-      uint32_t ul[4];
-      uo.to_a_split(0, ua, ul);
-      const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(st.kr_lo.bytes));
-      S.fence_operand();
+      for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
+      XO_t xo, uo;
+      uo.fence_operand();
+      xo.fence_operand();
       ptx::wgmma_fence();
-      S.mma_rs<1>(ul, d_kr, true);  // the small terms first
-      S.mma_rs<1>(ua, d_kr_lo, true);
-      S.mma_rs<1>(ua, d_kr, true);
-    } else if constexpr (kWgmmaSplitU) {
-      uint32_t ul[4];
-      uo.to_a_split(0, ua, ul);
-      S.fence_operand();
-      ptx::wgmma_fence();
-      S.mma_rs<1>(ul, d_kr, true);  // the small term first
-      S.mma_rs<1>(ua, d_kr, true);
-    } else {
-      uo.to_a(0, ua);
-      S.fence_operand();
-      ptx::wgmma_fence();
-      S.mma_rs<1>(ua, d_kr, true);
-    }
-    ptx::wgmma_commit_group();
-    if (out_step) {
-      // O = O0 + Oin: columns 16..31 (n-blocks 2, 3), this warp's 16 rows as two m16n8 C fragments.
-      float o[2][4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        o[0][e] = uo.v[8 + e] + xo.v[8 + e];
-        o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+      {
+        const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem_addr(stg.vt[wg].bytes));
+        uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_lo.bytes)), false);
+        uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_hi.bytes)), true);
       }
-      store_out_rows(o, out_tile, p, span, hv, c, Lc, rows0 + 16 * wi, lane);
-    }
-    ptx::wgmma_wait_group<0>();
-    S.fence_operand();
-    ptx::mbar_arrive(&empty[s]);  // one arrival per lane (tests/gpu/test_ring_sync.cu)
-  };
-  constexpr std::false_type kPlain{};
-  const int plain_steps = final_split ? steps - 1 : steps;
-  if constexpr (kWarm) {
-    const int warm_steps = min(c_out - c_start, plain_steps);
-    for (int i = 0; i < warm_steps; ++i) step(i, false, kPlain);
-    for (int i = warm_steps; i < plain_steps; ++i) step(i, write_out, kPlain);
-  } else {
-    for (int i = 0; i < plain_steps; ++i) step(i, write_out, kPlain);
-  }
-  if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
-
-  if (task.fin != nullptr) {
 #pragma unroll
-    for (int i = 0; i < S_t::kCount; i += 2) {
-      const int64_t idx = static_cast<int64_t>(rows0 + S_t::row(t, i)) * 128 + S_t::col(t, i);
-      if (task.fin_f32)
-        *reinterpret_cast<float2*>(static_cast<float*>(task.fin) + idx) = make_float2(S.v[i], S.v[i + 1]);
-      else
-        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(task.fin) + idx) =
-            __floats2bfloat162_rn(S.v[i], S.v[i + 1]);
+      for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      uo.fence_operand();
+      xo.fence_operand();
+      // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
+      // Γ loaded before the batch (see the top of the file).
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        S.v[4 * j] *= gm[j].x;
+        S.v[4 * j + 1] *= gm[j].y;
+        S.v[4 * j + 2] *= gm[j].x;
+        S.v[4 * j + 3] *= gm[j].y;
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
+      uint32_t ua[4];
+      const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes));
+      if constexpr (decltype(kFinal)::value) {
+        uint32_t ul[4];
+        uo.to_a_split(0, ua, ul);
+        const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(st.kr_lo.bytes));
+        S.fence_operand();
+        ptx::wgmma_fence();
+        S.mma_rs<1>(ul, d_kr, true);  // the small terms first
+        S.mma_rs<1>(ua, d_kr_lo, true);
+        S.mma_rs<1>(ua, d_kr, true);
+      } else if constexpr (kWgmmaSplitU) {
+        uint32_t ul[4];
+        uo.to_a_split(0, ua, ul);
+        S.fence_operand();
+        ptx::wgmma_fence();
+        S.mma_rs<1>(ul, d_kr, true);  // the small term first
+        S.mma_rs<1>(ua, d_kr, true);
+      } else {
+        uo.to_a(0, ua);
+        S.fence_operand();
+        ptx::wgmma_fence();
+        S.mma_rs<1>(ua, d_kr, true);
+      }
+      ptx::wgmma_commit_group();
+      if (out_step) {
+        // O = O0 + Oin: columns 16..31 (n-blocks 2, 3), this warp's 16 rows as two m16n8 C fragments.
+        float o[2][4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          o[0][e] = uo.v[8 + e] + xo.v[8 + e];
+          o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+        }
+        store_out_rows(o, out_tile, p, span, hv, c, Lc, rows0 + 16 * wi, lane);
+      }
+      ptx::wgmma_wait_group<0>();
+      S.fence_operand();
+      ptx::mbar_arrive(&empty[s]);  // one arrival per lane (tests/gpu/test_ring_sync.cu)
+    };
+    constexpr std::false_type kPlain{};
+    const int plain_steps = final_split ? steps - 1 : steps;
+    if constexpr (kWarm) {
+      const int warm_steps = min(c_out - c_start, plain_steps);
+      for (int i = 0; i < warm_steps; ++i) step(i, false, kPlain);
+      for (int i = warm_steps; i < plain_steps; ++i) step(i, write_out, kPlain);
+    } else {
+      for (int i = 0; i < plain_steps; ++i) step(i, write_out, kPlain);
     }
+    if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
+
+    if (task.fin != nullptr) {
+#pragma unroll
+      for (int i = 0; i < S_t::kCount; i += 2) {
+        const int64_t idx = static_cast<int64_t>(rows0 + S_t::row(t, i)) * 128 + S_t::col(t, i);
+        if (task.fin_f32)
+          *reinterpret_cast<float2*>(static_cast<float*>(task.fin) + idx) = make_float2(S.v[i], S.v[i + 1]);
+        else
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(task.fin) + idx) =
+              __floats2bfloat162_rn(S.v[i], S.v[i + 1]);
+      }
+    }
+  };
+  if constexpr (!kWarm) {
+    if (first.idle) return;
+    run(first, first_preloaded, std::true_type{}, -1);
+  } else {
+    if (first.idle && p.tail == nullptr) return;
+    constexpr std::false_type kKeepRegs{};
+    // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (recurrence_tail.cuh).
+    // What is carried from job to job sits in shared memory (thread 0's bookkeeping, the next job):
+    // a value carried in registers would stay live through the whole step loop of the job.
+    static_assert(sizeof(st.stage) >= kTailCombineBytes, "a combine job fits in the stage ring");
+    __shared__ uint64_t summary_seen;
+    __shared__ int32_t next_job;
+    __shared__ TailBook book;
+    auto jobs = [&] {
+      // (Thread 0's bookkeeping is set before the first job: nothing of it stays live through the job.)
+      if (p.tail != nullptr && threadIdx.x == 0)
+        book = TailBook{!first.idle && first.fallback ? TailDone::kPass1 : TailDone::kNothing,
+                        static_cast<int64_t>(blockIdx.x % p.units), false};
+      if (!first.idle) run(first, first_preloaded, kKeepRegs, -1);
+      if (p.tail == nullptr) return;
+      for (;;) {
+        // The producer is done with its copies long before the consumers finish: it reads the summary.
+        if (threadIdx.x == 128 * kWG) summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
+        __syncthreads();  // the job is done (every stage consumed, every store issued)
+        if (threadIdx.x == 0) {
+          next_job = next_tail_job(p, &book, summary_seen);
+          if (next_job >= 0)  // (a half job's empty barriers count warpgroup 0's lanes)
+            tail_reset_ring(full, empty, L::kStages, L::kProducerThreads,
+                            tail_half_job(p, next_job) ? 128 : 32 * L::kConsumerWarps);
+        }
+        __syncthreads();
+        const int32_t job = next_job;
+        if (job < 0) return;
+        if (job < p.tail_combine_jobs) {
+          if (wg == kWG)
+            tail_combine_barriers(p);
+          else
+            tail_combine_rows<128 * kWG>(p, job, reinterpret_cast<float*>(&st.stage[0]), threadIdx.x);
+          if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / kCombineJobsPerUnit;
+        } else {
+          const int32_t j2 = (job - p.tail_combine_jobs) >> p.tail_half;  // pass 2's slot
+          run(recurrence_task(p, RecurrencePass::kSecond, j2, true, warm), false, kKeepRegs,
+              tail_half_job(p, job) ? 64 * ((job - p.tail_combine_jobs) & 1) : -1);
+          if (threadIdx.x == 0) book.done = TailDone::kNothing;
+        }
+      }
+    };
+    if constexpr (L::kProducerWarpgroup) {  // the roles keep their registers from job to job
+      if (wg == kWG)
+        ptx::setmaxnreg_dec<L::kProducerRegs>();
+      else
+        ptx::setmaxnreg_inc<L::kConsumerRegs>();
+    }
+    // One copy of the loop for both roles. Both roles reach its code, so ptxas ignores the setmaxnreg
+    // of this instance (its note C7507: every warp keeps the launch's 168 registers, which the step
+    // fits in without spills). Measured alternatives (compile only, 2026-12-01): a copy of the loop per
+    // role keeps the setmaxnreg but spills 148 bytes; no setmaxnreg in this instance spills 32 bytes.
+    jobs();
   }
 }
 

@@ -61,6 +61,9 @@ struct PrepParams {
   // sequence, Kr's low part Kr − bf16(Kr), with which the recurrence's last update carries Kr as a
   // hi + lo pair (RecurrenceParams::kr_lo). Written by the CTA of that chunk only.
   uint8_t* kr_lo = nullptr;
+  // RecurrenceParams::tail, or nullptr: zeroed (the header by CTA (0, 0), each unit's words by the
+  // CTA of its sequence's index and head) before the recurrence may read it.
+  int32_t* tail = nullptr;
 };
 
 // Which pass of the recurrence a launch runs (src/launch/plan.h).
@@ -110,7 +113,26 @@ struct RecurrenceParams {
   // erase from earlier chunks (state error 2.2e-3 -> 1.7e-5 on the standard case in the rounding
   // emulation, docs/performance_notes.md "The final state's last update as hi + lo pairs").
   const uint8_t* kr_lo = nullptr;
+  // Bounded warm-up through kda_fwd (pass kFirst, segments >= 2): the fallback's combine and pass 2
+  // run as tail jobs of this grid (recurrence_tail.cuh) instead of two more launches that find
+  // nothing to do on decaying gates. tail: kTailHeaderWords + kTailWordsPerUnit x units int32 words,
+  // zeroed by this call's preparation (PrepParams::tail); nullptr: the separate launches
+  // (kda_fwd_prepared, the exact method). Jobs [0, tail_combine_jobs) combine kTailCombineRows rows of
+  // a unit's start states; jobs [tail_combine_jobs, tail_jobs) are pass 2's slots (slot-major).
+  int32_t* tail = nullptr;
+  int32_t tail_combine_jobs = 0;
+  int32_t tail_jobs = 0;
+  // 1: each pass-2 slot is two tail jobs of 64 value rows (h = job & 1), run by one consumer
+  // warpgroup each (chunk_recurrence_wgmma_kernel with two warpgroups only), when the grid has
+  // CTAs for twice the slots: a tail's few pass-2 chains then take twice the SMs.
+  int32_t tail_half = 0;
 };
+
+// RecurrenceParams::tail: a header (the units decided and fallen back, as one 64-bit word; the CTAs
+// past their wait; the next tail ticket), then per unit its decision (0 none yet, 1 bounded, 2
+// fallback), its finished pass-1 jobs and its finished combine jobs.
+inline constexpr int kTailHeaderWords = 4;
+inline constexpr int kTailWordsPerUnit = 3;
 
 // The bytes of one Kr low part (a [16][128] bf16 tile in the record's wide layout).
 inline constexpr int kKrLoBytes = 16 * 128 * 2;

@@ -30,6 +30,8 @@
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/tail_counters.cuh"
+#include "src/ptx/gpu_sync.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
@@ -47,6 +49,7 @@ struct RecurrenceTask {
   bool init_f32;
   void* fin;              // end state destination (nullptr: not stored)
   bool fin_f32;
+  bool fallback;          // bounded warm-up: the unit runs the exact path
 };
 
 __device__ __forceinline__ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
@@ -94,9 +97,10 @@ __device__ __forceinline__ bool warmup_chunks(const float* bounds, int32_t c0, f
   return s <= log2_bound || w == c0;
 }
 
-// `fallback`: the unit runs the exact path (warm-up plans); `warm`: per piece, its warm-up chunks.
-__device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams& p, int64_t block, bool fallback,
-                                                          const int32_t* warm) {
+// `fallback`: the unit runs the exact path (warm-up plans); `warm`: per piece, its warm-up chunks;
+// `pass`: p.pass, or kSecond for the tail jobs of a warm-up plan's pass 1 (recurrence_tail.cuh).
+__device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams& p, RecurrencePass pass, int64_t block,
+                                                          bool fallback, const int32_t* warm) {
   constexpr int64_t kStateElems = 128 * 128;
   const int64_t unit = block % p.units;
   const int j = static_cast<int>(block / p.units);
@@ -109,7 +113,7 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   const int64_t state_off = unit * kStateElems;  // [N, HV, 128, 128]
   const void* user_init = unit_initial_state(p, unit);
   // Pass 1 of an in-place bounded warm-up writes final states to the workspace (deferred_final).
-  void* fin_base = p.pass == RecurrencePass::kFirst && p.deferred_final != nullptr ? p.deferred_final : p.final_state;
+  void* fin_base = pass == RecurrencePass::kFirst && p.deferred_final != nullptr ? p.deferred_final : p.final_state;
   void* user_fin =
       fin_base == nullptr ? nullptr : static_cast<unsigned char*>(fin_base) + state_off * (p.final_is_f32 ? 4 : 2);
   const int P = p.segments;
@@ -117,6 +121,7 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   float* transitions = p.cp_transitions + unit * (P > 2 ? P - 2 : 0) * kStateElems;
 
   t.transition = false;
+  t.fallback = fallback;
   t.write_out = true;
   t.init = user_init;
   t.init_f32 = p.initial_is_f32 != 0;
@@ -125,7 +130,7 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   t.c_start = t.c_out = 0;
   t.c_end = nchunks;
 
-  if (p.pass == RecurrencePass::kTransition) {
+  if (pass == RecurrencePass::kTransition) {
     const bool bounded = p.method == SplitMethod::kWarmup && !fallback;
     const int segs = bounded ? 1 : P;
     t.idle = j >= 2 * p.vsplit * segs;
@@ -149,7 +154,6 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
   }
 
   // Which layout this unit uses in this pass.
-  RecurrencePass pass = p.pass;
   if (p.method == SplitMethod::kWarmup) {
     if (pass == RecurrencePass::kFirst && !fallback) {
       // Warm-up pieces.
@@ -241,6 +245,8 @@ __device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceP
   bool fallback = false;
   ptx::wait_primary();
   const int64_t unit = blockIdx.x % p.units;
+  // Tail jobs (recurrence_tail.cuh) wait only once every CTA of the grid has got this far.
+  if (p.tail != nullptr && threadIdx.x == 0) ptx::red_relaxed_add(TailWords{p.tail}.started(), 1);
   if (p.pass == RecurrencePass::kFirst || p.pass == RecurrencePass::kTransition) {
     const bool tail = p.pass == RecurrencePass::kTransition;
     bool ok = true;
@@ -259,12 +265,15 @@ __device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceP
       warm[t] = w;
     }
     fallback = __syncthreads_and(ok) == 0;
-    if (threadIdx.x == 0 && blockIdx.x < p.units) p.unit_fallback[unit] = fallback ? 1 : 0;
+    if (threadIdx.x == 0 && blockIdx.x < p.units) {
+      p.unit_fallback[unit] = fallback ? 1 : 0;
+      if (p.tail != nullptr) publish_decision(TailWords{p.tail}, unit, fallback);
+    }
   } else {
     fallback = p.unit_fallback[unit] != 0;
     __syncthreads();
   }
-  return recurrence_task(p, blockIdx.x, fallback, warm);
+  return recurrence_task(p, p.pass, blockIdx.x, fallback, warm);
 }
 
 }  // namespace kda::sm90

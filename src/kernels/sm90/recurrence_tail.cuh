@@ -1,0 +1,196 @@
+// The bounded warm-up's fallback as tail jobs of pass 1's grid (docs/design.md §3.2). A warm-up
+// plan used to launch the exact combine and pass 2 after pass 1 for the units whose decay bound
+// fails; on decaying gates no unit does, and the two launches cost ~2.7 us of waiting for nothing
+// (docs/performance_notes.md). Now pass 1's CTAs, once their own job (their blockIdx's slot) is
+// done, take tail jobs by ticket from RecurrenceParams::tail: jobs [0, tail_combine_jobs) combine
+// kTailCombineRows rows of one unit's start states (context_combine_kernel's arithmetic, bit for bit,
+// on the consumer threads, in the stage ring's shared memory), jobs [tail_combine_jobs, tail_jobs)
+// are pass 2's slots (recurrence_task with pass kSecond: the same kernel instance, the same slices).
+//
+// When every unit's bound held (the summary word), no CTA takes a ticket: the producer reads the
+// summary while the consumers finish the first job, so a CTA exits as it did before.
+//
+// Waits, and why the grid cannot deadlock: a combine job waits until every pass-1 job of its unit
+// has finished (pass1_done), a pass-2 job until its unit's combine jobs have (or, with 2 segments,
+// its pass-1 jobs). Pass-1 jobs wait for nothing. A CTA takes its first ticket only once every CTA
+// of the grid is past griddepcontrol.wait (started == gridDim.x), i.e. every pass-1 job is held by
+// a CTA that is running or done; a ticket is held by a running CTA from the moment it is drawn, and
+// jobs wait only for smaller tickets or for pass-1 jobs. So the job with the smallest unfinished
+// ticket always proceeds, whatever else shares the GPU (no CTA ever waits for one of another grid,
+// or for one not yet placed). A CTA that finds started < gridDim.x takes no ticket: the last CTA to
+// start will, and any that see the grid complete.
+#pragma once
+
+#include <cstdint>
+
+#include "src/kernels/sm90/context_combine_kernel.cuh"  // kCombineRows
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/tail_counters.cuh"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/cp_async.cuh"
+#include "src/ptx/gpu_sync.cuh"
+#include "src/ptx/warpgroup.cuh"
+
+namespace kda::sm90 {
+
+// Rows of one combine job: pass 1's CTAs (about one per SM) run the tail, so a job takes twice the
+// combine kernel's rows (its per-element arithmetic does not depend on the rows per job).
+inline constexpr int kTailCombineRows = 2 * kCombineRows;
+inline constexpr int kCombineJobsPerUnit = 128 / kTailCombineRows;
+// Shared memory a combine job uses (the stage ring's, free between jobs): two transitions and two
+// sets of Lp rows in flight ([2][128][128], [2][rows][128]), the rows of S [rows][128] and four
+// partial sums [4][rows][128].
+inline constexpr int kTailCombineBytes = (2 * 128 * 128 + 7 * kTailCombineRows * 128) * 4;
+
+// What the job a CTA just finished asks it to signal.
+enum class TailDone : int32_t { kNothing = 0, kPass1, kCombine };
+
+__device__ __forceinline__ bool tail_all_bounded(uint64_t summary, int32_t units) {
+  return static_cast<uint32_t>(summary) == static_cast<uint32_t>(units) && (summary >> 32) == 0;
+}
+
+// Whether tail job `job` is half of a pass-2 slot (RecurrenceParams::tail_half): 64 value rows.
+__device__ __forceinline__ bool tail_half_job(const RecurrenceParams& p, int32_t job) {
+  return p.tail_half != 0 && job >= p.tail_combine_jobs;
+}
+
+// Thread 0's bookkeeping between jobs (in shared memory: see the kernels).
+struct TailBook {
+  TailDone done;   // what the job just finished asks to signal
+  int64_t unit;    // its unit
+  bool taking;     // this CTA has passed the started check and takes tickets
+};
+
+// Thread 0, after a __syncthreads that follows the CTA's last job: signals it (its unit's counter),
+// then returns the next tail job to run, or -1 (none left for this CTA). `summary_seen`: the summary
+// as the producer read it during the job. A job of a unit whose bound held is skipped; before
+// returning a job it waits for what the job reads (see the top of the file).
+__device__ __forceinline__ int32_t next_tail_job(const RecurrenceParams& p, TailBook* book, uint64_t summary_seen) {
+  const TailWords w{p.tail};
+  if (book->done == TailDone::kPass1) ptx::red_release_add(w.pass1_done(book->unit), 1);
+  if (book->done == TailDone::kCombine) ptx::red_release_add(w.combine_done(book->unit), 1);
+  book->done = TailDone::kNothing;
+  if (!book->taking) {
+    if (tail_all_bounded(summary_seen, p.units)) return -1;  // the common case: nothing fell back
+    if (ptx::ld_relaxed(w.started()) < static_cast<int32_t>(gridDim.x)) return -1;  // a later CTA will
+    // Every CTA is running, the units' first CTAs (which decide without waiting) included: wait for
+    // every decision, so that a CTA never walks the tickets of a tail that turns out empty.
+    while (static_cast<uint32_t>(summary_seen) < static_cast<uint32_t>(p.units)) {
+      __nanosleep(128);
+      summary_seen = ptx::ld_acquire(w.summary());
+    }
+    if ((summary_seen >> 32) == 0) return -1;
+    book->taking = true;
+  }
+  const int32_t pass1_jobs = p.vsplit * (2 * p.segments - 3);
+  for (;;) {
+    const int32_t t = ptx::atom_relaxed_add(w.ticket(), 1);
+    if (t >= p.tail_jobs) return -1;
+    const bool combine = t < p.tail_combine_jobs;
+    const int64_t unit = combine ? t / kCombineJobsPerUnit : ((t - p.tail_combine_jobs) >> p.tail_half) % p.units;
+    if (ptx::wait_at_least(w.decided(unit), 1) == 1) continue;  // its bound held: nothing to do
+    if (combine || p.segments == 2)
+      ptx::wait_at_least(w.pass1_done(unit), pass1_jobs);
+    else
+      ptx::wait_at_least(w.combine_done(unit), kCombineJobsPerUnit);
+    return t;
+  }
+}
+
+// Combine job `job`: rows r0 .. r0 + kTailCombineRows of unit u's start states, S1 = E0 and
+// S(p+1) = Sp·Mp + Lp (p = 1..P-2) in place over Lp, exactly as context_combine_kernel computes
+// them (per element: four fmaf chains over 32 key columns each, summed ((q0 + q1) + (q2 + q3)) +
+// Lp), so the result does not depend on which path ran it. Run by the kThreads consumer threads
+// (tid < kThreads) of a recurrence CTA, with `scratch` at least kTailCombineBytes of its shared
+// memory, while the producer runs tail_combine_barriers (the steps' barriers are __syncthreads). Mp+1 and Lp+1 are copied in (cp.async)
+// while step p computes. (With a named barrier among the consumers only, compute-sanitizer's
+// racecheck reports a hazard on the job word the CTA's next __syncthreads orders: a false report,
+// reproduced by a 30-line kernel, docs/performance_notes.md.)
+template <int kThreads>
+__device__ __forceinline__ void tail_combine_rows(const RecurrenceParams& p, int32_t job, float* scratch, int tid) {
+  static_assert(512 % kThreads == 0 && kThreads % 32 == 0, "whole (column, quarter) items per thread");
+  constexpr int R = kTailCombineRows;
+  constexpr int64_t kElems = 128 * 128;
+  const int P = p.segments;
+  const int64_t unit = job / kCombineJobsPerUnit;
+  const int r0 = (job % kCombineJobsPerUnit) * R;
+  float* states = p.cp_states + unit * (P - 1) * kElems;
+  const float* transitions = p.cp_transitions + unit * (P - 2) * kElems;
+  float* mbuf = scratch;               // [2][128][128]
+  float* lbuf = mbuf + 2 * kElems;     // [2][R][128]
+  float* s = lbuf + 2 * R * 128;       // [R][128]
+  float* part = s + R * 128;           // [4][R][128]
+
+  auto load = [&](int step) {  // Mstep and the rows of Lstep into buffer (step - 1) & 1
+    const float* M = transitions + static_cast<int64_t>(step - 1) * kElems;
+    const float* L = states + static_cast<int64_t>(step) * kElems + r0 * 128;
+    float* md = mbuf + ((step - 1) & 1) * kElems;
+    float* ld = lbuf + ((step - 1) & 1) * R * 128;
+    for (int i = tid; i < kElems / 4; i += kThreads) ptx::cp_async_16_zfill(md + 4 * i, M + 4 * i, true);
+    for (int i = tid; i < R * 128 / 4; i += kThreads) ptx::cp_async_16_zfill(ld + 4 * i, L + 4 * i, true);
+    ptx::cp_async_commit();
+  };
+  for (int i = tid; i < R * 128; i += kThreads) s[i] = states[r0 * 128 + i];  // S1 = E0
+  if (P > 2) load(1);
+  for (int step = 1; step <= P - 2; ++step) {
+    ptx::cp_async_wait_group<0>();  // this thread's copies of Mstep and Lstep have landed
+    __syncthreads();  // ... every thread's; s holds S(step); every thread is done with step - 1's buffers
+    if (step + 1 <= P - 2) load(step + 1);  // into the buffers step - 1 used
+    const float* M = mbuf + ((step - 1) & 1) * kElems;
+#pragma unroll 1
+    for (int item = tid; item < 512; item += kThreads) {  // (column j, quarter q of the key columns)
+      const int j = item & 127, q = item >> 7;
+      float acc[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+#pragma unroll 2  // (fully unrolled, ptxas keeps every row's loads in flight: too many registers)
+      for (int k4 = 0; k4 < 32; k4 += 4) {
+        float m[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) m[e] = M[(32 * q + k4 + e) * 128 + j];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float4 sv = *reinterpret_cast<const float4*>(s + r * 128 + 32 * q + k4);
+          acc[r] = fmaf(sv.x, m[0], acc[r]);
+          acc[r] = fmaf(sv.y, m[1], acc[r]);
+          acc[r] = fmaf(sv.z, m[2], acc[r]);
+          acc[r] = fmaf(sv.w, m[3], acc[r]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) part[(q * R + r) * 128 + j] = acc[r];
+    }
+    __syncthreads();
+    const float* Lrows = lbuf + ((step - 1) & 1) * R * 128;
+    float* L = states + static_cast<int64_t>(step) * kElems + r0 * 128;
+    for (int i = tid; i < R * 128; i += kThreads) {
+      const float v = ((part[0 * R * 128 + i] + part[1 * R * 128 + i]) + (part[2 * R * 128 + i] + part[3 * R * 128 + i])) +
+                      Lrows[i];
+      s[i] = v;
+      L[i] = v;
+    }
+  }
+}
+
+// The producer's part of a combine job: its barriers.
+__device__ __forceinline__ void tail_combine_barriers(const RecurrenceParams& p) {
+  for (int step = 1; step <= p.segments - 2; ++step) {
+    __syncthreads();
+    __syncthreads();
+  }
+}
+
+// Re-arms a stage ring's barriers between two jobs of a CTA (thread 0, every earlier arrival and
+// wait done: after a __syncthreads that follows a job whose stages were all consumed).
+__device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty, int stages, uint32_t full_count,
+                                                uint32_t empty_count) {
+  for (int s = 0; s < stages; ++s) {
+    ptx::mbar_inval(&full[s]);
+    ptx::mbar_inval(&empty[s]);
+    ptx::mbar_init(&full[s], full_count);
+    ptx::mbar_init(&empty[s], empty_count);
+  }
+  ptx::fence_barrier_init();
+}
+
+}  // namespace kda::sm90
