@@ -39,6 +39,12 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 // register and branch on it without divergence).
 __device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0); }
 
+// Every thread of the CTA, reached from different places of the code (barrier.sync without
+// .aligned: __syncthreads and bar.sync are the .aligned form, which every thread must execute at the
+// same instruction; compute-sanitizer's synccheck reports two roles meeting at two __syncthreads as
+// divergence). Memory ordering as __syncthreads.
+__device__ __forceinline__ void cta_barrier_unaligned() { asm volatile("barrier.sync 0;\n" ::: "memory"); }
+
 struct NamedBarrier {
   uint32_t id;       // 1..15 (0 is __syncthreads')
   uint32_t threads;  // participating threads, a multiple of 32

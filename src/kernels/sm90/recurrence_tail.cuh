@@ -102,7 +102,8 @@ __device__ __forceinline__ int32_t next_tail_job(const RecurrenceParams& p, Tail
 // them (per element: four fmaf chains over 32 key columns each, summed ((q0 + q1) + (q2 + q3)) +
 // Lp), so the result does not depend on which path ran it. Run by the kThreads consumer threads
 // (tid < kThreads) of a recurrence CTA, with `scratch` at least kTailCombineBytes of its shared
-// memory, while the producer runs tail_combine_barriers (the steps' barriers are __syncthreads). Mp+1 and Lp+1 are copied in (cp.async)
+// memory, while the producer runs tail_combine_barriers (the steps' barriers: the whole CTA, met
+// from the two places, ptx::cta_barrier_unaligned). Mp+1 and Lp+1 are copied in (cp.async)
 // while step p computes. (With a named barrier among the consumers only, compute-sanitizer's
 // racecheck reports a hazard on the job word the CTA's next __syncthreads orders: a false report,
 // reproduced by a 30-line kernel, docs/performance_notes.md.)
@@ -134,7 +135,7 @@ __device__ __forceinline__ void tail_combine_rows(const RecurrenceParams& p, int
   if (P > 2) load(1);
   for (int step = 1; step <= P - 2; ++step) {
     ptx::cp_async_wait_group<0>();  // this thread's copies of Mstep and Lstep have landed
-    __syncthreads();  // ... every thread's; s holds S(step); every thread is done with step - 1's buffers
+    ptx::cta_barrier_unaligned();  // ... every thread's; s holds S(step); every thread is done with step - 1's buffers
     if (step + 1 <= P - 2) load(step + 1);  // into the buffers step - 1 used
     const float* M = mbuf + ((step - 1) & 1) * kElems;
 #pragma unroll 1
@@ -160,7 +161,7 @@ __device__ __forceinline__ void tail_combine_rows(const RecurrenceParams& p, int
 #pragma unroll
       for (int r = 0; r < R; ++r) part[(q * R + r) * 128 + j] = acc[r];
     }
-    __syncthreads();
+    ptx::cta_barrier_unaligned();
     const float* Lrows = lbuf + ((step - 1) & 1) * R * 128;
     float* L = states + static_cast<int64_t>(step) * kElems + r0 * 128;
     for (int i = tid; i < R * 128; i += kThreads) {
@@ -175,8 +176,8 @@ __device__ __forceinline__ void tail_combine_rows(const RecurrenceParams& p, int
 // The producer's part of a combine job: its barriers.
 __device__ __forceinline__ void tail_combine_barriers(const RecurrenceParams& p) {
   for (int step = 1; step <= p.segments - 2; ++step) {
-    __syncthreads();
-    __syncthreads();
+    ptx::cta_barrier_unaligned();
+    ptx::cta_barrier_unaligned();
   }
 }
 
