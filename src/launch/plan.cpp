@@ -33,7 +33,8 @@ constexpr double kCombineStepUs = 2.7;  // measured 2.6-2.8 (Nsight Compute, T81
 constexpr double kRequiredGain = 0.9;
 // Bounded warm-up: chunks of warm-up assumed per piece (one at lower_bound -5 on random gates),
 // the cost of a launch whose CTAs find nothing to do (the combine and pass 2 when no unit falls
-// back), and how much slower than the best exact plan the fallback may be (pass 1's slices are
+// back: since they run as tail jobs of pass 1, recurrence_tail.cuh, kept as a bias against marginal
+// warm-up plans), and how much slower than the best exact plan the fallback may be (pass 1's slices are
 // shared by the pieces and the fallback: the best slices for the pieces may cost the fallback up to
 // this factor; measured on the H200, docs/performance_notes.md).
 constexpr double kWarmupChunksEstimate = 1.0;

@@ -15,8 +15,10 @@
 // decay bound is <= 2^-24, at most kWarmupCap chunks, or back to the sequence start, which is
 // exact); the chain is about C/pieces + w. Where the bound does not allow that for some piece of a
 // (sequence, head), that unit runs the exact combine with `segments` segments instead (decided on
-// the device: pass 1's CTAs cover both layouts, the combine and pass 2 skip units that did not
-// fall back). segments = 1 makes the fallback the plain one-pass walk.
+// the device: pass 1's CTAs cover both layouts; through kda_fwd they also run the combine and pass
+// 2 of the units that fell back, as tail jobs, src/kernels/sm90/recurrence_tail.cuh, so pass 2 uses
+// pass 1's slices, vsplit_second == vsplit_first). segments = 1 makes the fallback the plain
+// one-pass walk.
 #pragma once
 
 #include <cstddef>

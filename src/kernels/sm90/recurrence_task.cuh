@@ -14,7 +14,9 @@
 //                 j / vsplit walks chunks [c0 - w, c1) from a zero state (from the initial state
 //                 when c0 - w = 0), writing outputs from c0 on; the piece holding the last chunk
 //                 writes the final state. A unit that falls back runs the exact pass 1 (or, with one
-//                 segment, the one pass); pass 2 and the combine skip units that did not fall back.
+//                 segment, the one pass), then its combine and pass 2 (recurrence_tail.cuh: tail
+//                 jobs of this grid; kda_fwd_prepared: their own launches, which skip units that did
+//                 not fall back).
 //                 Slots a unit does not use are idle (the CTA exits).
 //   transition    (across GPUs) per segment 2 x vsplit slots, segment-major: slice j % vsplit of its
 //                 end state from zero with the values (-> cp_states [unit][seg][0]), then of its
