@@ -403,14 +403,16 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   rp.vsplit = plan.vsplit_first;
   if (tail) {  // the fallback's combine and pass 2 as tail jobs of pass 1's grid
     rp.tail = tail_words;
-    const int64_t combine_jobs = has_combine(plan) ? units * kCombineJobsPerUnit : 0;
+    // Combine jobs of 8 rows when they all fit on the SMs at once, else 16 (recurrence_tail.cuh).
+    const int64_t resident = std::min<int64_t>(first_pass_ctas(units, plan), sm_count());
+    rp.tail_combine_rows = units * 16 <= resident ? 8 : 16;
+    const int64_t combine_jobs = has_combine(plan) ? units * (128 / rp.tail_combine_rows) : 0;
     rp.tail_combine_jobs = static_cast<int32_t>(combine_jobs);
     // Pass-2 slots of 128 rows in halves (one warpgroup each) when twice their count fits in the
     // grid's CTAs at once (one per SM): T8192_H8_LM 10% faster; T65536_H8_LM, whose 264 CTAs take
     // two waves, 10% slower with halves (2026-12-01).
     const int64_t second = second_pass_ctas(units, plan);
-    rp.tail_half = FLASH_KDA_WGMMA_RECURRENCE != 0 && plan.vsplit_first == 1 &&
-                   2 * second <= std::min<int64_t>(first_pass_ctas(units, plan), sm_count());
+    rp.tail_half = FLASH_KDA_WGMMA_RECURRENCE != 0 && plan.vsplit_first == 1 && 2 * second <= resident;
     rp.tail_jobs = static_cast<int32_t>(combine_jobs + (second << rp.tail_half));
   }
   KDA_RETURN_IF_ERROR(launch_recurrence_for(rp, first_pass_ctas(units, plan), stream, after_prep));

@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
           tail_combine_barriers(p);
         else
           tail_combine_rows<32 * kWarps>(p, job, reinterpret_cast<float*>(smem), threadIdx.x);
-        if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / kCombineJobsPerUnit;
+        if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / tail_combine_jobs_per_unit(p);
       } else {
         run(recurrence_task(p, RecurrencePass::kSecond, job - p.tail_combine_jobs, true, warm), false);  // (tail_half 0)
         if (threadIdx.x == 0) book.done = TailDone::kNothing;

@@ -386,7 +386,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
             tail_combine_barriers(p);
           else
             tail_combine_rows<128 * kWG>(p, job, reinterpret_cast<float*>(&st.stage[0]), threadIdx.x);
-          if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / kCombineJobsPerUnit;
+          if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / tail_combine_jobs_per_unit(p);
         } else {
           const int32_t j2 = (job - p.tail_combine_jobs) >> p.tail_half;  // pass 2's slot
           run(recurrence_task(p, RecurrencePass::kSecond, j2, true, warm), false, kKeepRegs,

@@ -117,7 +117,7 @@ struct RecurrenceParams {
   // run as tail jobs of this grid (recurrence_tail.cuh) instead of two more launches that find
   // nothing to do on decaying gates. tail: kTailHeaderWords + kTailWordsPerUnit x units int32 words,
   // zeroed by this call's preparation (PrepParams::tail); nullptr: the separate launches
-  // (kda_fwd_prepared, the exact method). Jobs [0, tail_combine_jobs) combine kTailCombineRows rows of
+  // (kda_fwd_prepared, the exact method). Jobs [0, tail_combine_jobs) combine tail_combine_rows rows of
   // a unit's start states; jobs [tail_combine_jobs, tail_jobs) are pass 2's slots (slot-major).
   int32_t* tail = nullptr;
   int32_t tail_combine_jobs = 0;
@@ -126,6 +126,7 @@ struct RecurrenceParams {
   // warpgroup each (chunk_recurrence_wgmma_kernel with two warpgroups only), when the grid has
   // CTAs for twice the slots: a tail's few pass-2 chains then take twice the SMs.
   int32_t tail_half = 0;
+  int32_t tail_combine_rows = 16;  // 8 or 16 (recurrence_tail.cuh)
 };
 
 // RecurrenceParams::tail: a header (the units decided and fallen back, as one 64-bit word; the CTAs

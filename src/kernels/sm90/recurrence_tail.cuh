@@ -3,7 +3,7 @@
 // fails; on decaying gates no unit does, and the two launches cost ~2.7 us of waiting for nothing
 // (docs/performance_notes.md). Now pass 1's CTAs, once their own job (their blockIdx's slot) is
 // done, take tail jobs by ticket from RecurrenceParams::tail: jobs [0, tail_combine_jobs) combine
-// kTailCombineRows rows of one unit's start states (context_combine_kernel's arithmetic, bit for bit,
+// p.tail_combine_rows rows of one unit's start states (context_combine_kernel's arithmetic, bit for bit,
 // on the consumer threads, in the stage ring's shared memory), jobs [tail_combine_jobs, tail_jobs)
 // are pass 2's slots (recurrence_task with pass kSecond: the same kernel instance, the same slices).
 //
@@ -33,14 +33,18 @@
 
 namespace kda::sm90 {
 
-// Rows of one combine job: pass 1's CTAs (about one per SM) run the tail, so a job takes twice the
-// combine kernel's rows (its per-element arithmetic does not depend on the rows per job).
-inline constexpr int kTailCombineRows = 2 * kCombineRows;
-inline constexpr int kCombineJobsPerUnit = 128 / kTailCombineRows;
+// Rows of one combine job (RecurrenceParams::tail_combine_rows): 8 when the units' jobs of 8 rows fit
+// on the SMs at once, else 16 (pass 1's CTAs, about one per SM, run the tail: more jobs than that
+// run in rounds; T8192_H8_LM 6% faster with 8, T2048_H12_N1_LM 6% slower, 2026-12-01). The
+// per-element arithmetic does not depend on the rows per job.
+inline constexpr int kTailCombineRowsMax = 16;
+__device__ __forceinline__ int tail_combine_jobs_per_unit(const RecurrenceParams& p) {
+  return 128 / p.tail_combine_rows;
+}
 // Shared memory a combine job uses (the stage ring's, free between jobs): two transitions and two
 // sets of Lp rows in flight ([2][128][128], [2][rows][128]), the rows of S [rows][128] and four
 // partial sums [4][rows][128].
-inline constexpr int kTailCombineBytes = (2 * 128 * 128 + 7 * kTailCombineRows * 128) * 4;
+inline constexpr int kTailCombineBytes = (2 * 128 * 128 + 7 * kTailCombineRowsMax * 128) * 4;
 
 // What the job a CTA just finished asks it to signal.
 enum class TailDone : int32_t { kNothing = 0, kPass1, kCombine };
@@ -87,17 +91,18 @@ __device__ __forceinline__ int32_t next_tail_job(const RecurrenceParams& p, Tail
     const int32_t t = ptx::atom_relaxed_add(w.ticket(), 1);
     if (t >= p.tail_jobs) return -1;
     const bool combine = t < p.tail_combine_jobs;
-    const int64_t unit = combine ? t / kCombineJobsPerUnit : ((t - p.tail_combine_jobs) >> p.tail_half) % p.units;
+    const int64_t unit =
+        combine ? t / tail_combine_jobs_per_unit(p) : ((t - p.tail_combine_jobs) >> p.tail_half) % p.units;
     if (ptx::wait_at_least(w.decided(unit), 1) == 1) continue;  // its bound held: nothing to do
     if (combine || p.segments == 2)
       ptx::wait_at_least(w.pass1_done(unit), pass1_jobs);
     else
-      ptx::wait_at_least(w.combine_done(unit), kCombineJobsPerUnit);
+      ptx::wait_at_least(w.combine_done(unit), tail_combine_jobs_per_unit(p));
     return t;
   }
 }
 
-// Combine job `job`: rows r0 .. r0 + kTailCombineRows of unit u's start states, S1 = E0 and
+// Combine job `job`: rows r0 .. r0 + R of unit u's start states (R = p.tail_combine_rows), S1 = E0 and
 // S(p+1) = Sp·Mp + Lp (p = 1..P-2) in place over Lp, exactly as context_combine_kernel computes
 // them (per element: four fmaf chains over 32 key columns each, summed ((q0 + q1) + (q2 + q3)) +
 // Lp), so the result does not depend on which path ran it. Run by the kThreads consumer threads
@@ -110,23 +115,25 @@ __device__ __forceinline__ int32_t next_tail_job(const RecurrenceParams& p, Tail
 template <int kThreads>
 __device__ __forceinline__ void tail_combine_rows(const RecurrenceParams& p, int32_t job, float* scratch, int tid) {
   static_assert(512 % kThreads == 0 && kThreads % 32 == 0, "whole (column, quarter) items per thread");
-  constexpr int R = kTailCombineRows;
+  constexpr int G = 8;  // rows summed at once (a 16-row job runs two groups: one copy of the code)
   constexpr int64_t kElems = 128 * 128;
+  const int R = p.tail_combine_rows;  // 8 or 16
   const int P = p.segments;
-  const int64_t unit = job / kCombineJobsPerUnit;
-  const int r0 = (job % kCombineJobsPerUnit) * R;
+  const int64_t unit = job / (128 / R);
+  const int r0 = (job % (128 / R)) * R;
   float* states = p.cp_states + unit * (P - 1) * kElems;
   const float* transitions = p.cp_transitions + unit * (P - 2) * kElems;
+  constexpr int RM = kTailCombineRowsMax;
   float* mbuf = scratch;               // [2][128][128]
-  float* lbuf = mbuf + 2 * kElems;     // [2][R][128]
-  float* s = lbuf + 2 * R * 128;       // [R][128]
-  float* part = s + R * 128;           // [4][R][128]
+  float* lbuf = mbuf + 2 * kElems;     // [2][RM][128]
+  float* s = lbuf + 2 * RM * 128;      // [RM][128]
+  float* part = s + RM * 128;          // [4][RM][128]
 
   auto load = [&](int step) {  // Mstep and the rows of Lstep into buffer (step - 1) & 1
     const float* M = transitions + static_cast<int64_t>(step - 1) * kElems;
     const float* L = states + static_cast<int64_t>(step) * kElems + r0 * 128;
     float* md = mbuf + ((step - 1) & 1) * kElems;
-    float* ld = lbuf + ((step - 1) & 1) * R * 128;
+    float* ld = lbuf + ((step - 1) & 1) * RM * 128;
     for (int i = tid; i < kElems / 4; i += kThreads) ptx::cp_async_16_zfill(md + 4 * i, M + 4 * i, true);
     for (int i = tid; i < R * 128 / 4; i += kThreads) ptx::cp_async_16_zfill(ld + 4 * i, L + 4 * i, true);
     ptx::cp_async_commit();
@@ -141,31 +148,34 @@ __device__ __forceinline__ void tail_combine_rows(const RecurrenceParams& p, int
 #pragma unroll 1
     for (int item = tid; item < 512; item += kThreads) {  // (column j, quarter q of the key columns)
       const int j = item & 127, q = item >> 7;
-      float acc[R];
+#pragma unroll 1
+      for (int g = 0; g < R; g += G) {
+        float acc[G];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+        for (int r = 0; r < G; ++r) acc[r] = 0.0f;
 #pragma unroll 2  // (fully unrolled, ptxas keeps every row's loads in flight: too many registers)
-      for (int k4 = 0; k4 < 32; k4 += 4) {
-        float m[4];
+        for (int k4 = 0; k4 < 32; k4 += 4) {
+          float m[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) m[e] = M[(32 * q + k4 + e) * 128 + j];
+          for (int e = 0; e < 4; ++e) m[e] = M[(32 * q + k4 + e) * 128 + j];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const float4 sv = *reinterpret_cast<const float4*>(s + r * 128 + 32 * q + k4);
-          acc[r] = fmaf(sv.x, m[0], acc[r]);
-          acc[r] = fmaf(sv.y, m[1], acc[r]);
-          acc[r] = fmaf(sv.z, m[2], acc[r]);
-          acc[r] = fmaf(sv.w, m[3], acc[r]);
+          for (int r = 0; r < G; ++r) {
+            const float4 sv = *reinterpret_cast<const float4*>(s + (g + r) * 128 + 32 * q + k4);
+            acc[r] = fmaf(sv.x, m[0], acc[r]);
+            acc[r] = fmaf(sv.y, m[1], acc[r]);
+            acc[r] = fmaf(sv.z, m[2], acc[r]);
+            acc[r] = fmaf(sv.w, m[3], acc[r]);
+          }
         }
-      }
 #pragma unroll
-      for (int r = 0; r < R; ++r) part[(q * R + r) * 128 + j] = acc[r];
+        for (int r = 0; r < G; ++r) part[(q * RM + g + r) * 128 + j] = acc[r];
+      }
     }
     ptx::cta_barrier_unaligned();
-    const float* Lrows = lbuf + ((step - 1) & 1) * R * 128;
+    const float* Lrows = lbuf + ((step - 1) & 1) * RM * 128;
     float* L = states + static_cast<int64_t>(step) * kElems + r0 * 128;
     for (int i = tid; i < R * 128; i += kThreads) {
-      const float v = ((part[0 * R * 128 + i] + part[1 * R * 128 + i]) + (part[2 * R * 128 + i] + part[3 * R * 128 + i])) +
+      const float v = ((part[0 * RM * 128 + i] + part[1 * RM * 128 + i]) + (part[2 * RM * 128 + i] + part[3 * RM * 128 + i])) +
                       Lrows[i];
       s[i] = v;
       L[i] = v;
