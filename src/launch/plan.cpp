@@ -145,7 +145,9 @@ RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double
   bool found = false;
   for (int i = 0; i < 4; ++i) {
     const int v = ExactTable::kV[i];
-    const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true) : table.best(i, one_pass_with(units, chunks, sms, v), true);
+    // The fallback's pass 2 in pass 1's slices (same_slices): it runs in pass 1's kernel instance.
+    const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true)
+                                         : table.best(i, one_pass_with(units, chunks, sms, v), true);
     if (forced <= 1 && fb.cost_us > kFallbackSlack * exact_cost) continue;
     for (int P = forced > 1 ? forced : 2; P <= (forced > 1 ? forced : kMaxContextSegments); ++P) {
       const double cost = warmup_cost(units, chunks, sms, P, v, fb.segments);

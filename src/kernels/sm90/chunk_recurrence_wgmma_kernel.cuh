@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
         }
       }
     };
-    if constexpr (L::kProducerWarpgroup) {  // the roles keep their registers from job to job
+    if constexpr (L::kProducerWarpgroup) {  // (ptxas ignores these in this instance: see below)
       if (wg == kWG)
         ptx::setmaxnreg_dec<L::kProducerRegs>();
       else

@@ -23,7 +23,6 @@
 
 #include <cstdint>
 
-#include "src/kernels/sm90/context_combine_kernel.cuh"  // kCombineRows
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/tail_counters.cuh"
 #include "src/ptx/barrier.cuh"
