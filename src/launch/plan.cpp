@@ -129,7 +129,8 @@ struct ExactTable {
   }
 };
 
-// The warm-up path when no unit falls back: pieces of ceil(C/pieces) + w chunks in one pass, plus
+// The warm-up path when no unit falls back: pieces of ceil(C/pieces) + w chunks in one pass (piece 0
+// one more chunk and no warm-up, the last piece one fewer plus the final state: piece_first_chunk), plus
 // the launches the fallback keeps (they find nothing to do).
 double warmup_cost(int64_t units, int64_t chunks, int sms, int pieces, int vsplit, int fallback_segments) {
   const double chain = static_cast<double>((chunks + pieces - 1) / pieces) + (pieces > 1 ? kWarmupChunksEstimate : 0);

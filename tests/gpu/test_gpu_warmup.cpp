@@ -104,6 +104,34 @@ TEST(GpuWarmup, IgnoringTheBoundFailsOnLongMemory) {
   EXPECT_TRUE(bad.out > 4e-3 || bad.state > 3e-3) << "a warm-up that ignores the bound went unnoticed";
 }
 
+// A warm-up forced past the sequence start makes every piece walk from chunk 0 and the caller's
+// initial state: exact even on long memory, where any piece that started from a zero state, or on
+// another piece's chunks, would leave an error the slow channels keep. Two heads and 3 pieces run on
+// the mma.sync recurrence (16-row slices), 8 heads and 16 pieces on the wgmma one (128 rows); the
+// pieces start at per·j + 1 (piece_first_chunk), the first piece is one chunk longer.
+TEST(GpuWarmup, WarmupPastTheStartIsExactOnLongMemory) {
+  KDA_SKIP_WITHOUT_SM90();
+  const struct {
+    int64_t H;
+    int32_t split;
+  } cases[] = {{2, 3}, {8, 16}};
+  for (const auto& c : cases) {
+    ProblemSpec s;
+    s.T = 1024;
+    s.H = s.HV = c.H;
+    s.slow_every = 8;
+    s.seed = 1150 + c.split;
+    s.context_method = KDA_CONTEXT_WARMUP;
+    s.context_split = c.split;
+    s.context_warmup_chunks = 64;  // every piece's first chunk is at most 64
+    RandomProblem p = make_random_problem(s);
+    char name[80];
+    std::snprintf(name, sizeof(name), "long memory, H = %lld, %d pieces, warm-up to the start",
+                  static_cast<long long>(c.H), c.split);
+    expect_pass_rule(name, gpu_vs_f64(p));
+  }
+}
+
 // The same check on the golden-style long_memory case.
 TEST(GpuWarmup, IgnoringTheBoundFailsOnGoldenLongMemory) {
   KDA_SKIP_WITHOUT_SM90();

@@ -23,8 +23,9 @@
 //                 transition from the identity with zero values (-> [unit][seg][1]); no outputs. P
 //                 equal segments, or, with the bounded method when the unit's bound holds, one
 //                 segment: the last w chunks (w = warm[0], decided by the kernel as for a piece).
-// Segment (or piece) s covers chunks [s·per, min((s+1)·per, C)) with per = ceil(C / P), C = the
-// sequence's chunks (possibly empty: a short sequence just passes its state through).
+// Segment s covers chunks [s·per, min((s+1)·per, C)) with per = ceil(C / P), C = the sequence's
+// chunks (possibly empty: a short sequence just passes its state through); warm-up piece s >= 1
+// starts one chunk later (piece_first_chunk), so piece 0 has per + 1 chunks and the last one fewer.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +56,19 @@ struct RecurrenceTask {
 };
 
 __device__ __forceinline__ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+// First chunk of warm-up piece `piece` of a sequence of `nchunks` chunks, pieces of `per` chunks:
+// piece 0 starts at 0, piece j >= 1 at j·per + kPieceShift (at most nchunks: an empty piece). Piece 0
+// walks no warm-up and the piece holding the last chunk also stores the final state, so piece 0
+// takes kPieceShift more chunks and the last piece as many fewer (one chunk: the warm-up assumed
+// per piece, plan.cpp, and the final state's store and split update take about one step).
+#ifndef FLASH_KDA_PIECE_SHIFT
+#define FLASH_KDA_PIECE_SHIFT 1
+#endif
+inline constexpr int32_t kPieceShift = FLASH_KDA_PIECE_SHIFT;
+__device__ __forceinline__ int32_t piece_first_chunk(int32_t piece, int32_t per, int32_t nchunks) {
+  return piece == 0 ? 0 : min(piece * per + kPieceShift, nchunks);
+}
 
 // The caller's initial state [128][128] of a unit (nullptr: none given).
 __device__ __forceinline__ const void* unit_initial_state(const RecurrenceParams& p, int64_t unit) {
@@ -163,8 +177,8 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
       const int piece = j / p.vsplit;
       t.slice = j % p.vsplit;
       const int32_t per = ceil_div(nchunks, p.pieces);
-      const int32_t c0 = min(piece * per, nchunks);
-      t.c_end = min(c0 + per, nchunks);
+      const int32_t c0 = piece_first_chunk(piece, per, nchunks);
+      t.c_end = piece_first_chunk(piece + 1, per, nchunks);
       const int32_t w = piece == 0 ? 0 : warm[piece];
       t.c_start = c0 - w;
       t.c_out = c0;
@@ -256,7 +270,7 @@ __device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceP
     if (tail ? t == 0 : (t >= 1 && t < p.pieces)) {
       const SequenceSpan sp = sequence_span(p.seq, p.seq_offset + static_cast<int32_t>(unit / p.HV));
       const int32_t nchunks = ceil_div(sp.len, 16);
-      const int32_t c0 = tail ? nchunks : min(t * ceil_div(nchunks, p.pieces), nchunks);
+      const int32_t c0 = tail ? nchunks : piece_first_chunk(t, ceil_div(nchunks, p.pieces), nchunks);
       int32_t w = 0;
       if (p.forced_warmup > 0) {
         w = min(p.forced_warmup, c0);
