@@ -12,6 +12,10 @@
 //        [--context-method M]  (kda_fwd_params.context_method: 0 automatic, 1 exact combine, 2 warm-up)
 //        [--trusted-pointers]  (kda_fwd_params.trusted_pointers = 1: no per-tensor device queries;
 //                               the published protocol measures the checked call, without it)
+//        [--diagnose]          (also, after the graph replays: the eager time again, and the eager
+//                               call's GPU time alone, timed behind a 200 us kernel that keeps the
+//                               GPU busy while the host enqueues the call: JSON eager_again_ms and
+//                               eager_busy_ms; not part of the published protocol)
 // Groups: prefill, prefill_small_heads, prefill_long_memory (the same random inputs except that every
 // dt_bias_slow_every-th key channel of dt_bias is dt_bias_slow: slowly decaying channels).
 #include <cuda_runtime.h>
@@ -36,6 +40,13 @@ namespace {
 using namespace kda::bench;
 
 // Every `every`-th key channel (k % every == 0) of a [H, 128] dt_bias set to `value`.
+// Keeps the GPU busy for about `ns` nanoseconds (one thread).
+__global__ void busy_wait(unsigned ns) {
+  const unsigned long long t0 = clock64();
+  while (clock64() - t0 < 2ull * ns) {
+  }
+}
+
 __global__ void set_slow_channels(float* dt_bias, int64_t n, int every, float value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     if ((i % 128) % every == 0) dt_bias[i] = value;
@@ -85,11 +96,12 @@ struct InputSet {
 
 struct Result {
   double eager_ms = 0, graph_ms = 0, host_us = 0;
+  double eager_again_ms = -1, eager_busy_ms = -1;  // --diagnose
   unsigned long long non_finite = 0;
   int sets = 1;
 };
 
-Result run_case(const Case& c, int iters, int context_split, int context_method, bool trusted_pointers) {
+Result run_case(const Case& c, int iters, int context_split, int context_method, bool trusted_pointers, bool diagnose) {
   const bool varlen = c.seq_lens.size() > 1;
   const int64_t B = varlen ? 1 : c.B;
   int64_t T = 0;
@@ -220,6 +232,22 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
   for (int i = 0; i < 5; ++i) CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream));
   res.graph_ms = median_ms([&](int i) { CUDA_OK(cudaGraphLaunch(execs[i % res.sets], stream)); });
 
+  if (diagnose) {
+    res.eager_again_ms = median_ms(call);
+    std::vector<double> times;
+    for (int i = 0; i < iters; ++i) {
+      busy_wait<<<1, 1, 0, stream>>>(200000);
+      CUDA_OK(cudaEventRecord(e0, stream));
+      call(i);
+      CUDA_OK(cudaEventRecord(e1, stream));
+      CUDA_OK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+      times.push_back(ms);
+    }
+    res.eager_busy_ms = median(times);
+  }
+
   unsigned long long* count;
   CUDA_OK(cudaMalloc(&count, 8));
   CUDA_OK(cudaMemset(count, 0, 8));
@@ -245,7 +273,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
 int main(int argc, char** argv) {
   std::string cases_path, json_path, filter;
   int iters = 50, context_split = 0, context_method = 0;
-  bool trusted_pointers = false;
+  bool trusted_pointers = false, diagnose = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -256,10 +284,11 @@ int main(int argc, char** argv) {
     else if (a == "--context-split") context_split = std::atoi(next().c_str());
     else if (a == "--context-method") context_method = std::atoi(next().c_str());
     else if (a == "--trusted-pointers") trusted_pointers = true;
+    else if (a == "--diagnose") diagnose = true;
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] "
-                   "[--context-split N] [--context-method M] [--trusted-pointers]\n",
+                   "[--context-split N] [--context-method M] [--trusted-pointers] [--diagnose]\n",
                    argv[0]);
       return 2;
     }
@@ -291,7 +320,7 @@ int main(int argc, char** argv) {
   };
   for (const Case& c : read_cases(cases_path)) {
     if (!matches(filter, c.name)) continue;
-    const Result r = run_case(c, iters, context_split, context_method, trusted_pointers);
+    const Result r = run_case(c, iters, context_split, context_method, trusted_pointers, diagnose);
     const double speedup = c.flashkda_ms / r.eager_ms;
     add(c.group, speedup, r.eager_ms);
     add("all", speedup, r.eager_ms);
@@ -299,12 +328,18 @@ int main(int argc, char** argv) {
                 c.floor_ms, r.eager_ms / c.floor_ms, c.flashkda_ms, speedup,
                 c.fla_ms > 0 ? std::to_string(c.fla_ms / r.eager_ms).substr(0, 5).c_str() : "-", r.host_us,
                 r.non_finite ? "  NON-FINITE OUTPUT" : "");
+    if (diagnose)
+      std::printf("%-22s eager again %9.4f, eager behind a busy GPU %9.4f (graph %9.4f)\n", "", r.eager_again_ms,
+                  r.eager_busy_ms, r.graph_ms);
     bad += r.non_finite != 0;
     if (json.is_open())
       json << "{\"group\":\"" << c.group << "\",\"name\":\"" << c.name << "\",\"ms\":" << r.eager_ms
            << ",\"graph_ms\":" << r.graph_ms << ",\"host_us\":" << r.host_us << ",\"floor_ms\":" << c.floor_ms << ",\"flashkda_ms\":" << c.flashkda_ms
            << ",\"fla_ms\":" << c.fla_ms << ",\"input_sets\":" << r.sets << ",\"non_finite\":" << r.non_finite
-           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method << "}\n";
+           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method;
+    if (json.is_open() && diagnose)
+      json << ",\"eager_again_ms\":" << r.eager_again_ms << ",\"eager_busy_ms\":" << r.eager_busy_ms;
+    if (json.is_open()) json << "}\n";
   }
   for (const auto& [group, m] : means)
     std::printf("geometric mean %-20s speedup over FlashKDA %.2fx, time %.4f ms, over %d cases\n", group.c_str(),
