@@ -11,7 +11,8 @@
 // launch attribute; the alternatives interleaved three times, so that none is favoured by its place
 // in the run), kda_fwd_workspace_size (validation of the shapes and the plan, no device query), and
 // whole kda_fwd / kda_decode calls on small cases, with and without trusted_pointers (the pointer
-// queries skipped, as the PyTorch binding does).
+// queries skipped, as the PyTorch binding does). Also one call's worth of pointer queries: 13
+// distinct allocations among 100, by the driver's query for 3, 2 and 1 attributes and the runtime's.
 //
 // Usage: flash_kda_bench_host [--reps 21] [--calls 20]
 #include <cuda.h>
@@ -176,6 +177,44 @@ int main(int argc, char** argv) {
       }
     }
   }
+  {
+    // One call's worth of queries: 13 distinct allocations (among 100 live ones), each queried once
+    // per call, as kda_fwd's check does; the driver's query for 3, 2 and 1 attributes and the
+    // runtime's, interleaved three times. Per call (13 queries).
+    using GetAttrs = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CUDA_OK(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault, &q));
+    std::vector<void*> bufs;
+    for (int i = 0; i < 100; ++i) bufs.push_back(dev(size_t{1} << (16 + i % 6)));
+    if (q == cudaDriverEntryPointSuccess && fn != nullptr) {
+      const GetAttrs get = reinterpret_cast<GetAttrs>(fn);
+      CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      CU_POINTER_ATTRIBUTE_IS_MANAGED};
+      unsigned type = 0, managed = 0;
+      int ordinal = -1;
+      void* data[3] = {&type, &ordinal, &managed};
+      auto call = [&](unsigned n) {
+        return [&, n](int c) {
+          for (int t = 0; t < 13; ++t)
+            if (get(n, which, data, reinterpret_cast<CUdeviceptr>(bufs[(7 * t + 13 * c) % 100])) != CUDA_SUCCESS)
+              std::exit(2);
+        };
+      };
+      for (int r = 0; r < 3; ++r) {
+        std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 3", host_us(call(3)));
+        std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 2", host_us(call(2)));
+        std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 1", host_us(call(1)));
+        std::printf("%-34s %8.2f us\n", "13 distinct: cudaPointerGetAttributes", host_us([&](int c) {
+                      for (int t = 0; t < 13; ++t) CUDA_OK(cudaPointerGetAttributes(&attr, bufs[(7 * t + 13 * c) % 100]));
+                    }));
+        std::printf("%-34s %8.2f us\n", "13 same: cuPointerGetAttributes 3", host_us([&](int) {
+                      for (int t = 0; t < 13; ++t)
+                        if (get(3, which, data, reinterpret_cast<CUdeviceptr>(bufs[0])) != CUDA_SUCCESS) std::exit(2);
+                    }));
+      }
+    }
+  }  // (bufs are freed with the other allocations at the end)
   std::printf("%-34s %8.2f us\n", "cudaGetDevice + 2 attributes", host_us([&](int) {
                 int d = 0, a = 0, b = 0;
                 CUDA_OK(cudaGetDevice(&d));
