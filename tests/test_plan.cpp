@@ -90,6 +90,26 @@ TEST(Plan, WarmUpFallbackRunsInPassOnesSlices) {
   EXPECT_GT(warm, 100);
 }
 
+TEST(Plan, AutomaticWarmUpGridsHaveNoQueuedIdleSlots) {
+  // Pass 1's grid has max(pieces, 2 x segments - 3) slots per unit: the fallback's slots beyond the
+  // pieces idle when nothing falls back. An automatic plan keeps them only where the whole grid fits
+  // on the SMs (else they queue on the SMs the pieces leave free: T8192_H16_N1 6% slower with 8
+  // pieces and 9 fallback segments than with 5, 2026-12-01). Checked to fail on the planner before
+  // (16 units x 512 chunks: 8 pieces, 9 segments).
+  int warm = 0;
+  for (int64_t units = 1; units <= 64; ++units)
+    for (int64_t chunks : {16, 64, 128, 192, 256, 512, 2048, 4096}) {
+      const RecurrencePlan p = plan(units, chunks);
+      if (p.method != SplitMethod::kWarmup) continue;
+      ++warm;
+      const int64_t slots = p.segments >= 2 ? 2 * p.segments - 3 : 1;
+      EXPECT_TRUE(slots <= p.pieces || first_pass_ctas(units, p) <= kH200)
+          << units << " units, " << chunks << " chunks: " << p.pieces << " pieces, " << p.segments
+          << " fallback segments, " << first_pass_ctas(units, p) << " CTAs";
+    }
+  EXPECT_GT(warm, 100);
+}
+
 TEST(Plan, WarmUpOnlyWhereTheBoundHolds) {
   // allow_neg_eigval or keys without the L2 norm (warmup_valid = false), or the exact method asked
   // for: never the warm-up.

@@ -117,10 +117,10 @@ struct ExactTable {
     p.cost_us = same_slices ? cost_same[P][i] : cost[P][i];
     return p;
   }
-  // Best exact plan (P >= 2) with pass-1 slices kV[i] (i < 0: any); `fallback` is returned when
-  // nothing beats it.
-  RecurrencePlan best(int i, RecurrencePlan fallback, bool same_slices = false) const {
-    for (int P = 2; P <= max_P; ++P)
+  // Best exact plan (P >= 2) with pass-1 slices kV[i] (i < 0: any) and at most `max_slots` pass-1
+  // slots per unit (2P - 3); `fallback` is returned when nothing beats it.
+  RecurrencePlan best(int i, RecurrencePlan fallback, bool same_slices = false, int max_slots = 1 << 30) const {
+    for (int P = 2; P <= max_P && 2 * P - 3 <= max_slots; ++P)
       for (int j = 0; j < 4; ++j) {
         const double c = same_slices ? cost_same[P][j] : cost[P][j];
         if ((i < 0 || j == i) && c > 0 && c < fallback.cost_us) fallback = plan(P, j, same_slices);
@@ -141,16 +141,22 @@ double warmup_cost(int64_t units, int64_t chunks, int sms, int pieces, int vspli
 // The warm-up plan with `forced` pieces (0: chosen) whose pass-1 slices its fallback shares: the
 // fastest whose fallback (the best exact plan, or the one pass, with those slices) stays within
 // kFallbackSlack of `exact_cost`; with forced pieces, the fallback has as many segments.
+// Pass 1's grid has max(pieces, 2 x segments - 3) slots per unit (first_pass_slots): the exact
+// layout's slots beyond the pieces idle when nothing falls back, yet each must start, wait for the
+// preparation and read the bounds. Where the grid then exceeds the SMs they queue on the SMs the
+// pieces leave free (T8192_H16_N1: 112 such CTAs on 4 SMs, 6% of the call, 2026-12-01), so a chosen
+// plan's fallback has no more pass-1 slots than pieces unless its whole grid fits on the SMs.
 RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double exact_cost, const ExactTable& table) {
   RecurrencePlan best;
   bool found = false;
   for (int i = 0; i < 4; ++i) {
     const int v = ExactTable::kV[i];
-    // The fallback's pass 2 in pass 1's slices (same_slices): it runs in pass 1's kernel instance.
-    const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true)
-                                         : table.best(i, one_pass_with(units, chunks, sms, v), true);
-    if (forced <= 1 && fb.cost_us > kFallbackSlack * exact_cost) continue;
     for (int P = forced > 1 ? forced : 2; P <= (forced > 1 ? forced : kMaxContextSegments); ++P) {
+      // The fallback's pass 2 in pass 1's slices (same_slices): it runs in pass 1's kernel instance.
+      const int max_slots = static_cast<int>(std::max<int64_t>(P, sms / (units * v)));
+      const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true)
+                                           : table.best(i, one_pass_with(units, chunks, sms, v), true, max_slots);
+      if (forced <= 1 && fb.cost_us > kFallbackSlack * exact_cost) continue;
       const double cost = warmup_cost(units, chunks, sms, P, v, fb.segments);
       if (!found || cost < best.cost_us) {
         found = true;
@@ -164,7 +170,7 @@ RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double
       }
     }
   }
-  return best;  // found: at least the slices of the best exact plan qualify
+  return best;  // not found (method kNone): no fallback within kFallbackSlack for any piece count
 }
 
 }  // namespace
