@@ -39,14 +39,14 @@ namespace {
 
 using namespace kda::bench;
 
-// Every `every`-th key channel (k % every == 0) of a [H, 128] dt_bias set to `value`.
-// Keeps the GPU busy for about `ns` nanoseconds (one thread).
+// Keeps the GPU busy for about `ns` nanoseconds (one thread, ~2 clocks per ns).
 __global__ void busy_wait(unsigned ns) {
   const unsigned long long t0 = clock64();
   while (clock64() - t0 < 2ull * ns) {
   }
 }
 
+// Every `every`-th key channel (k % every == 0) of a [H, 128] dt_bias set to `value`.
 __global__ void set_slow_channels(float* dt_bias, int64_t n, int every, float value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     if ((i % 128) % every == 0) dt_bias[i] = value;

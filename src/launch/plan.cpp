@@ -117,10 +117,10 @@ struct ExactTable {
     p.cost_us = same_slices ? cost_same[P][i] : cost[P][i];
     return p;
   }
-  // Best exact plan (P >= 2) with pass-1 slices kV[i] (i < 0: any) and at most `max_slots` pass-1
-  // slots per unit (2P - 3); `fallback` is returned when nothing beats it.
-  RecurrencePlan best(int i, RecurrencePlan fallback, bool same_slices = false, int max_slots = 1 << 30) const {
-    for (int P = 2; P <= max_P && 2 * P - 3 <= max_slots; ++P)
+  // Best exact plan (P >= 2) with pass-1 slices kV[i] (i < 0: any); `fallback` is returned when
+  // nothing beats it.
+  RecurrencePlan best(int i, RecurrencePlan fallback, bool same_slices = false) const {
+    for (int P = 2; P <= max_P; ++P)
       for (int j = 0; j < 4; ++j) {
         const double c = same_slices ? cost_same[P][j] : cost[P][j];
         if ((i < 0 || j == i) && c > 0 && c < fallback.cost_us) fallback = plan(P, j, same_slices);
@@ -151,11 +151,19 @@ RecurrencePlan warmup(int64_t units, int64_t chunks, int sms, int forced, double
   bool found = false;
   for (int i = 0; i < 4; ++i) {
     const int v = ExactTable::kV[i];
+    // The best fallback so far (the one pass, or exact plans of at most `next - 1` segments), its
+    // segment bound growing with P: one pass over the table per slice count (host time of a new
+    // shape's plan, which a varlen call with a new packed length pays).
+    RecurrencePlan running = one_pass_with(units, chunks, sms, v);
+    int next = 2;
     for (int P = forced > 1 ? forced : 2; P <= (forced > 1 ? forced : kMaxContextSegments); ++P) {
+      const int64_t max_slots = std::max<int64_t>(P, sms / (units * v));
+      for (; next <= table.max_P && 2 * next - 3 <= max_slots; ++next) {
+        const double c = table.cost_same[next][i];
+        if (c > 0 && c < running.cost_us) running = table.plan(next, i, true);
+      }
       // The fallback's pass 2 in pass 1's slices (same_slices): it runs in pass 1's kernel instance.
-      const int max_slots = static_cast<int>(std::max<int64_t>(P, sms / (units * v)));
-      const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true)
-                                           : table.best(i, one_pass_with(units, chunks, sms, v), true, max_slots);
+      const RecurrencePlan fb = forced > 1 ? table.plan(forced, i, true) : running;
       if (forced <= 1 && fb.cost_us > kFallbackSlack * exact_cost) continue;
       const double cost = warmup_cost(units, chunks, sms, P, v, fb.segments);
       if (!found || cost < best.cost_us) {
