@@ -249,20 +249,26 @@ TEST(GpuSafety, BadCuSeqlensContentsNeverFaultAndTheCheckNamesThem) {
   }
 }
 
+// kda_fwd(params) on dp's workspace (`workspace_bytes` of it) fails with `code`, its message
+// containing `expected`.
+void expect_refused(DeviceProblem& dp, const kda_fwd_params& params, size_t workspace_bytes, int32_t code,
+                    const char* expected) {
+  const kda_status st = kda_fwd(&params, dp.workspace(), workspace_bytes, nullptr);
+  EXPECT_EQ(st.code, code) << expected;
+  EXPECT_NE(std::string(st.message).find(expected), std::string::npos) << st.message;
+  std::printf("[ check ] %s\n", st.message);
+}
+
 TEST(GpuSafety, PointerAndWorkspaceErrors) {
   KDA_SKIP_WITHOUT_SM90();
   ProblemSpec s;
   s.T = 20;
   RandomProblem p = make_random_problem(s);
   DeviceProblem dp(p.params());
-  kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes() - 1, nullptr);
-  EXPECT_EQ(st.code, KDA_ERROR_WORKSPACE_TOO_SMALL);
-  EXPECT_NE(std::string(st.message).find("workspace"), std::string::npos) << st.message;
+  expect_refused(dp, dp.params(), dp.workspace_bytes() - 1, KDA_ERROR_WORKSPACE_TOO_SMALL, "workspace");
   kda_fwd_params host_q = dp.params();
   host_q.q.data = p.q.data();  // a host pointer
-  st = kda_fwd(&host_q, dp.workspace(), dp.workspace_bytes(), nullptr);
-  EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(st.message).find("q: expected CUDA device memory"), std::string::npos) << st.message;
+  expect_refused(dp, host_q, dp.workspace_bytes(), KDA_ERROR_INVALID_ARGUMENT, "q: expected CUDA device memory");
 }
 
 // Every kind of memory the pointer check tells apart (api.cpp: the driver's quick answer for device
@@ -304,10 +310,7 @@ TEST(GpuSafety, PointerKinds) {
   EXPECT_TRUE(out_bits(a) == reference) << "k in managed memory";
 
   auto refused = [&](const kda_fwd_params& params, const char* expected) {
-    const kda_status st = kda_fwd(&params, dp.workspace(), dp.workspace_bytes(), nullptr);
-    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << expected;
-    EXPECT_NE(std::string(st.message).find(expected), std::string::npos) << st.message;
-    std::printf("[ check ] %s\n", st.message);
+    expect_refused(dp, params, dp.workspace_bytes(), KDA_ERROR_INVALID_ARGUMENT, expected);
   };
   // Pinned host memory.
   void* pinned = nullptr;

@@ -420,30 +420,18 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     if (!first.idle) run(first, first_preloaded);
     if (p.tail == nullptr) return;
     // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (recurrence_tail.cuh).
-    // What is carried from job to job sits in shared memory (thread 0's bookkeeping, the next job):
-    // a value carried in registers would stay live through the whole step loop of the job.
-    for (;;) {
-      // The producer is done with its copies long before the consumers finish: it reads the summary.
-      if (threadIdx.x == 32 * kWarps) summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
-      __syncthreads();  // the job is done (every stage consumed, every store issued)
-      if (threadIdx.x == 0) {
-        next_job = next_tail_job(p, &book, summary_seen);
-        if (next_job >= 0) tail_reset_ring(full, empty, Layout::kStages, kRecordBulk ? 33 : 32, 32 * kWarps);
-      }
-      __syncthreads();
-      const int32_t job = next_job;
-      if (job < 0) return;
-      if (job < p.tail_combine_jobs) {
-        if (warp == kWarps)
-          tail_combine_barriers(p);
-        else
-          tail_combine_rows<32 * kWarps>(p, job, reinterpret_cast<float*>(smem), threadIdx.x);
-        if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / tail_combine_jobs_per_unit(p);
-      } else {
-        run(recurrence_task(p, RecurrencePass::kSecond, job - p.tail_combine_jobs, true, warm), false);  // (tail_half 0)
-        if (threadIdx.x == 0) book.done = TailDone::kNothing;
-      }
-    }
+    run_tail_jobs(
+        p, book, summary_seen, next_job, 32 * kWarps,
+        [&](int32_t) { tail_reset_ring(full, empty, Layout::kStages, kRecordBulk ? 33 : 32, 32 * kWarps); },
+        [&](int32_t job) {
+          if (warp == kWarps)
+            tail_combine_barriers(p);
+          else
+            tail_combine_rows<32 * kWarps>(p, job, reinterpret_cast<float*>(smem), threadIdx.x);
+        },
+        [&](int32_t job) {  // (tail_half 0)
+          run(recurrence_task(p, RecurrencePass::kSecond, job - p.tail_combine_jobs, true, warm), false);
+        });
   }
 }
 

@@ -354,9 +354,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   } else {
     if (first.idle && p.tail == nullptr) return;
     constexpr std::false_type kKeepRegs{};
-    // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (recurrence_tail.cuh).
-    // What is carried from job to job sits in shared memory (thread 0's bookkeeping, the next job):
-    // a value carried in registers would stay live through the whole step loop of the job.
+    // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (run_tail_jobs,
+    // recurrence_tail.cuh).
     static_assert(sizeof(st.stage) >= kTailCombineBytes, "a combine job fits in the stage ring");
     __shared__ uint64_t summary_seen;
     __shared__ int32_t next_job;
@@ -368,32 +367,23 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
                         static_cast<int64_t>(blockIdx.x % p.units), false};
       if (!first.idle) run(first, first_preloaded, kKeepRegs, -1);
       if (p.tail == nullptr) return;
-      for (;;) {
-        // The producer is done with its copies long before the consumers finish: it reads the summary.
-        if (threadIdx.x == 128 * kWG) summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
-        __syncthreads();  // the job is done (every stage consumed, every store issued)
-        if (threadIdx.x == 0) {
-          next_job = next_tail_job(p, &book, summary_seen);
-          if (next_job >= 0)  // (a half job's empty barriers count warpgroup 0's lanes)
+      run_tail_jobs(
+          p, book, summary_seen, next_job, 128 * kWG,
+          [&](int32_t job) {  // (a half job's empty barriers count warpgroup 0's lanes)
             tail_reset_ring(full, empty, L::kStages, L::kProducerThreads,
-                            tail_half_job(p, next_job) ? 128 : 32 * L::kConsumerWarps);
-        }
-        __syncthreads();
-        const int32_t job = next_job;
-        if (job < 0) return;
-        if (job < p.tail_combine_jobs) {
-          if (wg == kWG)
-            tail_combine_barriers(p);
-          else
-            tail_combine_rows<128 * kWG>(p, job, reinterpret_cast<float*>(&st.stage[0]), threadIdx.x);
-          if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / tail_combine_jobs_per_unit(p);
-        } else {
-          const int32_t j2 = (job - p.tail_combine_jobs) >> p.tail_half;  // pass 2's slot
-          run(recurrence_task(p, RecurrencePass::kSecond, j2, true, warm), false, kKeepRegs,
-              tail_half_job(p, job) ? 64 * ((job - p.tail_combine_jobs) & 1) : -1);
-          if (threadIdx.x == 0) book.done = TailDone::kNothing;
-        }
-      }
+                            tail_half_job(p, job) ? 128 : 32 * L::kConsumerWarps);
+          },
+          [&](int32_t job) {
+            if (wg == kWG)
+              tail_combine_barriers(p);
+            else
+              tail_combine_rows<128 * kWG>(p, job, reinterpret_cast<float*>(&st.stage[0]), threadIdx.x);
+          },
+          [&](int32_t job) {
+            const int32_t j2 = (job - p.tail_combine_jobs) >> p.tail_half;  // pass 2's slot
+            run(recurrence_task(p, RecurrencePass::kSecond, j2, true, warm), false, kKeepRegs,
+                tail_half_job(p, job) ? 64 * ((job - p.tail_combine_jobs) & 1) : -1);
+          });
     };
     if constexpr (L::kProducerWarpgroup) {  // (ptxas ignores these in this instance: see below)
       if (wg == kWG)

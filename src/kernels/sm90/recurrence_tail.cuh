@@ -203,4 +203,34 @@ __device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty,
   ptx::fence_barrier_init();
 }
 
+// The tail's job loop of a warm-up plan's pass-1 CTA, after its own job (both recurrence kernels;
+// every thread calls it). Thread `reader` (the producer's first, idle by then) reads the summary
+// while the job ends; thread 0 signals the job just done, draws the next ticket and re-arms the
+// ring (reset_ring(job)); then every thread runs combine(job) or pass2(job). What is carried from
+// job to job sits in shared memory (`book`, `summary_seen`, `next_job`): a value carried in
+// registers would stay live through the whole step loop of a job.
+template <class ResetRing, class Combine, class Pass2>
+__device__ __forceinline__ void run_tail_jobs(const RecurrenceParams& p, TailBook& book, uint64_t& summary_seen,
+                                              int32_t& next_job, unsigned reader, ResetRing&& reset_ring,
+                                              Combine&& combine, Pass2&& pass2) {
+  for (;;) {
+    if (threadIdx.x == reader) summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
+    __syncthreads();  // the job is done (every stage consumed, every store issued)
+    if (threadIdx.x == 0) {
+      next_job = next_tail_job(p, &book, summary_seen);
+      if (next_job >= 0) reset_ring(next_job);
+    }
+    __syncthreads();
+    const int32_t job = next_job;
+    if (job < 0) return;
+    if (job < p.tail_combine_jobs) {
+      combine(job);
+      if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / tail_combine_jobs_per_unit(p);
+    } else {
+      pass2(job);
+      if (threadIdx.x == 0) book.done = TailDone::kNothing;
+    }
+  }
+}
+
 }  // namespace kda::sm90
