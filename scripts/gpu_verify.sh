@@ -11,6 +11,9 @@
 #              kernel configuration of kda_decode, eager and graph; a plain copy of the same state
 #              bytes as the practical floor) -> bench_decode.json
 #   host       host time of one kda_fwd / kda_decode call and of the CUDA runtime calls it makes
+#   singlepass issue 10's measurement benchmarks: the wgmma chunk step with the recurrence kernel's
+#              parts added one at a time, and the preparation inside the chain's CTA (checked bitwise
+#              against kda_fwd), each timed
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
 #              details page and per-instruction SASS counters (source page, CSV) in the logs
@@ -161,6 +164,18 @@ stage_host() {
   local rc=$?
   cat "$LOG/bench_host.log"
   record host $rc "logs: bench_host.log"
+}
+
+stage_singlepass() {
+  # Issue 10's measurements before the single-pass kernel exists: the chunk step with the kernel's
+  # parts added one at a time (flash_kda_bench_wgmma_step --variants), and the preparation inside
+  # the chain's CTA (flash_kda_bench_fused_piece: checked bitwise against kda_fwd, then timed).
+  local rc=0
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_wgmma_step" --variants >"$LOG/bench_wgmma_step.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/bench_wgmma_step.log"
+  timeout 180 "$BUILD/benchmarks/flash_kda_bench_fused_piece" >"$LOG/bench_fused_piece.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/bench_fused_piece.log"
+  record singlepass $rc "logs: bench_wgmma_step.log, bench_fused_piece.log"
 }
 
 stage_decode() {

@@ -1,7 +1,8 @@
 // prepare_chunk: everything of a chunk that does not depend on the state (docs/design.md §2.1),
 // for one (virtual chunk, value head); chunk_prep_kernel.cuh schedules it.
 //
-// Block:  128 threads (4 warps), phases separated by __syncthreads; warps 0-1 alone form A and M
+// Block:  128 threads (4 warps; a CTA by default, see PrepCtaEnv), phases separated by barriers
+//         (Env::sync, __syncthreads by default); warps 0-1 alone form A and M
 //         (phase 4) and P (phase 6), every warp the rest. "Row map":
 //         thread t owns columns [8·(t%16), +8) of rows t/16 and t/16 + 8; "column map": thread t
 //         owns key column t.
@@ -81,17 +82,31 @@ struct PrepSmem {
 // kBounds: also record the bounded warm-up's chunk bounds (p.chunk_bounds, not null); the other
 // plans use the kBounds = false instance, which does none of that work.
 
+// Where prepare_chunk runs and where its record goes. The default: the 128 threads of a CTA
+// (__syncthreads) writing the record to global memory at `rec`. A kernel that prepares chunks beside
+// other roles (issue 10's single pass; benchmarks/bench_fused_piece.cu) passes an environment whose
+// threads are one warpgroup of a larger CTA (a named barrier) and whose `at` sends each record store
+// (4 or 16 bytes, inside one 16-byte piece) to a shared-memory stage instead: `at(rec, dst)` gets the
+// global address the store would have, `rec` + its byte offset in the record.
+struct PrepCtaEnv {
+  __device__ __forceinline__ int tid() const { return static_cast<int>(threadIdx.x); }
+  __device__ __forceinline__ void sync() const { __syncthreads(); }
+  template <typename T>
+  __device__ __forceinline__ T* at(const uint8_t* /*rec*/, T* dst) const { return dst; }
+};
+
 // Prepares virtual chunk `vc` of value head `hv` (its record, and with kBounds its chunk bound).
 // Every thread of the 128-thread CTA calls it (block-wide barriers); returns at once, uniformly,
 // for a virtual chunk no sequence owns. The caller separates two calls by a barrier.
-template <GateKind kGate, bool kBounds>
-__device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGate>& sm, int64_t vc, int hv) {
+template <GateKind kGate, bool kBounds, typename Env = PrepCtaEnv>
+__device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGate>& sm, int64_t vc, int hv,
+                                              const Env& env = Env{}) {
   using namespace prep_detail;
   using Smem = PrepSmem<kGate>;
   constexpr int kLd = Smem::kLd;
   constexpr bool kSwz = !Smem::kPairwise;  // G's row-map swizzle (bounded gate; see tile_col)
   constexpr int kSld = Smem::kSmallLd;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = env.tid(), warp = tid >> 5, lane = tid & 31;
   int32_t seq, chunk;
   if (!locate_chunk(p.seq, vc, &seq, &chunk)) return;
   const SequenceSpan span = sequence_span(p.seq, seq);
@@ -207,7 +222,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       }
     }
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Phase 2 (column map): cumulative sum, Γ --------------------------------------------------
   {
@@ -218,7 +233,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       Gc += sm.G[i * kLd + tile_col<kSwz>(c)];
       sm.G[i * kLd + tile_col<kSwz>(c)] = Gc;
     }
-    reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c] = exp2_fast(Gc);
+    *env.at(rec, &reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset)[c]) = exp2_fast(Gc);
     if constexpr (kBounds) {
       // The bounded warm-up's chunk bound, first term (design.md §3.2): max over k of the chunk's
       // summed log2-decay; +inf where nothing is bounded (a growing or NaN decay; b outside [0, 2],
@@ -230,7 +245,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       if (lane == 0) sm.bound[warp] = key;
     }
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Phase 3 (row map): Kd, Qd, Ki tiles and Kr ------------------------------------------------
   {
@@ -274,15 +289,15 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       }
       if (kr_lo != nullptr) {  // the sequence's last chunk: Kr's low part too
         pack8_split(kr, hi, lo);
-        *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = hi;
+        *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off)) = hi;
         *reinterpret_cast<uint4*>(kr_lo + off) = lo;
       } else {
-        *reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off) = pack8(kr);
+        *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off)) = pack8(kr);
       }
       if constexpr (kBounds) sm.kr_sq[r][vec] = kr_sq;  // summed at the bound
     }
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Phase 4: A = Diag(b)·strict_lower(...), M = lower(...) -------------------------------------
   if constexpr (kGate == GateKind::kBounded) {
@@ -311,7 +326,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
         }
       }
     }
-    __syncthreads();  // every read of Ki is done: A and M (aliasing it) may be written
+    env.sync();  // every read of Ki is done: A and M (aliasing it) may be written
     if (warp < 2) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
@@ -346,7 +361,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       sm.M[i * kSld + j] = j <= i ? m[jj] : 0.0f;  // q̂ carries the scale
     }
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Phase 5: T = (I + A)^-1, lane c of warp 0 owns column c --------------------------------
   if (tid < 16) {
@@ -366,7 +381,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
 #pragma unroll
     for (int i = 0; i < 16; ++i) sm.Tb[i * kSld + c] = col[i] * bc;
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Phase 6: P = M·Tb, Tb and P as hi/lo pairs; Wd = Tb·Kd -----------------------------------
   // P on the tensor cores (warps 0 and 1, n-tile = warp): M and Tb as bf16 hi + lo pairs, all four
@@ -390,8 +405,8 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       *reinterpret_cast<float2*>(&sm.P[row * kSld + col]) = make_float2(c[2 * h], c[2 * h + 1]);
       uint32_t hi, lo;
       ptx::split_bf16x2(c[2 * h], c[2 * h + 1], hi, lo);  // columns col, col + 1: adjacent in the record
-      *reinterpret_cast<uint32_t*>(p_hi + ChunkRecord::small_index(row, col)) = hi;
-      *reinterpret_cast<uint32_t*>(p_lo + ChunkRecord::small_index(row, col)) = lo;
+      *env.at(rec, reinterpret_cast<uint32_t*>(p_hi + ChunkRecord::small_index(row, col))) = hi;
+      *env.at(rec, reinterpret_cast<uint32_t*>(p_lo + ChunkRecord::small_index(row, col))) = lo;
     }
   }
   {
@@ -403,15 +418,15 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
     const uint32_t idx = ChunkRecord::small_index(i, j0);
     uint32_t hi, lo;
     ptx::split_bf16x2(sm.Tb[i * kSld + j0], sm.Tb[i * kSld + j0 + 1], hi, lo);
-    *reinterpret_cast<uint32_t*>(tb_hi + idx) = hi;
-    *reinterpret_cast<uint32_t*>(tb_lo + idx) = lo;
+    *env.at(rec, reinterpret_cast<uint32_t*>(tb_hi + idx)) = hi;
+    *env.at(rec, reinterpret_cast<uint32_t*>(tb_lo + idx)) = lo;
   }
   {
     uint32_t th[4];
     frag::load_a_f32(sm.Tb, kSld, false, lane, th);
     wide_product<false, kBounds>(th, sm, warp, lane, sm.wide_out[0], sm.wd_sq[warp]);
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Bounded warm-up: the chunk's bound (design.md §3.2) ---------------------------------------
   // The chunk maps a state S to S·A + B with A = Diag(Γ) − Wdᵀ·Kr, so what a warm-up drops shrinks
@@ -445,7 +460,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
     frag::load_a_f32(sm.P, kSld, true, lane, ph);
     wide_product<true>(ph, sm, warp, lane, sm.wide_out[1]);
   }
-  __syncthreads();
+  env.sync();
 
   // ---- Wd and Qp to the record: 16-byte stores of whole rows (the fragments' 4-byte pieces went to
   // shared memory; written straight to global memory they filled half of each 32-byte sector) ----
@@ -454,7 +469,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
     const uint4* src = reinterpret_cast<const uint4*>(sm.wide_out);
     uint4* dst = reinterpret_cast<uint4*>(rec + ChunkRecord::kWdOffset);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) dst[tid + 128 * i] = src[tid + 128 * i];
+    for (int i = 0; i < 4; ++i) *env.at(rec, &dst[tid + 128 * i]) = src[tid + 128 * i];
   }
 }
 
