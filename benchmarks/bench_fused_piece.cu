@@ -28,6 +28,7 @@
 #include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_chunk.cuh"
+#include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/cp_async.cuh"
@@ -146,6 +147,10 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
     S.v[i + 1] = x.y;
   }
   unsigned char* out_tile = st.out[warp - 4 * kPrepWG];
+  RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
+  rp.out = a.out;
+  rp.out_st = a.out_st;
+  const SequenceSpan span{0, 0, 16 * a.chunks, 0};
   auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   for (int i = 0; i < a.chunks; ++i) {
     const int s = i % kRing;
@@ -194,21 +199,14 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
     ptx::wgmma_fence();
     S.mma_rs<1>(ua, d_kr, true);
     ptx::wgmma_commit_group();
-    {  // O = O0 + Oin, this warp's 16 rows (store_out_rows of recurrence_task.cuh)
+    {  // O = O0 + Oin, this warp's 16 rows, as the kernel stores them
       float o[2][4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         o[0][e] = uo.v[8 + e] + xo.v[8 + e];
         o[1][e] = uo.v[12 + e] + xo.v[12 + e];
       }
-      const uint32_t r[4] = {ptx::pack_bf16x2(o[0][0], o[0][1]), ptx::pack_bf16x2(o[0][2], o[0][3]),
-                             ptx::pack_bf16x2(o[1][0], o[1][1]), ptx::pack_bf16x2(o[1][2], o[1][3])};
-      const int m = lane >> 3, rr = lane & 7;
-      ptx::stmatrix_x4_trans(out_tile + ChunkRecord::small_chunk_byte(rr + 8 * (m >> 1), m & 1), r);
-      __syncwarp();
-      const int tok = lane >> 1, h = lane & 1;
-      uint16_t* dst = a.out + static_cast<int64_t>(i * 16 + tok) * a.out_st.t + hv * a.out_st.h + rows0 + 16 * wi + 8 * h;
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_tile + ChunkRecord::small_chunk_byte(tok, h));
+      store_out_rows(o, out_tile, rp, span, hv, i, 16, rows0 + 16 * wi, lane);
     }
     ptx::wgmma_wait_group<0>();
     S.fence_operand();
