@@ -47,11 +47,11 @@ namespace {
 using namespace kda;
 using namespace kda::sm90;
 using L = WgmmaRecurrenceLayout<2>;
-constexpr int kRing = 6;  // stages
 using Prep = PrepSmem<GateKind::kBounded>;
 
 template <int kPrepWG>
 struct FusedStorage {
+  static constexpr int kRing = kPrepWG <= 2 ? 6 : 4;  // stages (4 leave room for 3-4 preparations)
   typename L::Stage stage[kRing];
   alignas(128) Prep prep[kPrepWG];
   alignas(16) unsigned char out[8][512];  // per consumer warp: its 16 x 16 output tile
@@ -75,6 +75,21 @@ struct StageEnv {
   }
 };
 
+// The same with the barrier id in a register (three or four preparation warpgroups).
+struct StageEnvAny {
+  int t;
+  unsigned char* stage;
+  int bar;
+  __device__ __forceinline__ int tid() const { return t; }
+  __device__ __forceinline__ void sync() const { asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory"); }
+  template <typename T>
+  __device__ __forceinline__ T* at(const uint8_t* rec, T* dst) const {
+    const uint32_t off = static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(dst) - rec);
+    return reinterpret_cast<T*>(stage + wgmma_recurrence_detail::stage_offset_of_piece<L>(static_cast<int>(off >> 4)) +
+                                (off & 15));
+  }
+};
+
 struct FusedArgs {
   PrepParams pp;  // records: a dummy base (only differences of addresses are used)
   const uint16_t* v;
@@ -87,12 +102,15 @@ struct FusedArgs {
 };
 
 // kIdle: the consumers only hand each stage back (the preparation's time alone; outputs not written).
+// kPrepWG 3 and 4 only with kIdle (their registers leave the consumers too few).
 template <int kPrepWG, bool kIdle>
 __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(FusedArgs a) {
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
   extern __shared__ unsigned char smem_raw[];
+  static_assert(kPrepWG <= 2 || kIdle, "three or four preparation warpgroups: timing of the preparation only");
   FusedStorage<kPrepWG>& st = *tile::smem_storage<FusedStorage<kPrepWG>>(smem_raw);
+  constexpr int kRing = FusedStorage<kPrepWG>::kRing;
   const int hv = blockIdx.x;
   const int wg = threadIdx.x >> 7, t = threadIdx.x & 127, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
@@ -106,7 +124,7 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
   constexpr int kPrepRegs = 96, kConsumerRegs = 160;  // kPrepWG = 2: 256 x 96 + 256 x 160 = 65536 (2 bytes spilled; 80 / 176 spills 160)
   if (wg < kPrepWG) {
     // ---- Preparation warpgroup wg: chunks wg, wg + kPrepWG, ... ----------------------------------
-    if constexpr (kPrepWG > 1) ptx::setmaxnreg_dec<kPrepRegs>();
+    if constexpr (kPrepWG == 2) ptx::setmaxnreg_dec<kPrepRegs>();
     auto prepare = [&](auto env_tag, int c) {
       const int s = c % kRing, use = c / kRing;
       if (use > 0) ptx::mbar_wait(&st.empty[s], (use - 1) & 1);
@@ -119,7 +137,9 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
         ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);
       }
       using Env = decltype(env_tag);
-      const Env env{t, stage};
+      Env env = env_tag;
+      env.t = t;
+      env.stage = stage;
       prepare_chunk<GateKind::kBounded, false>(a.pp, st.prep[wg], c, hv, env);
       ptx::cp_async_wait_group<0>();
       ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
@@ -127,15 +147,19 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
       env.sync();  // prepare_chunk's shared memory is reused by the next call
     };
     for (int c = wg; c < a.chunks; c += kPrepWG) {
-      if (wg == 0)
-        prepare(StageEnv<1>{}, c);
-      else
-        prepare(StageEnv<2>{}, c);
+      if constexpr (kPrepWG <= 2) {  // barrier ids as immediates: one inlined preparation per warpgroup
+        if (wg == 0)
+          prepare(StageEnv<1>{}, c);
+        else
+          prepare(StageEnv<2>{}, c);
+      } else {  // one preparation for all (a register id: ptxas then reserves all 16 barriers, 1 CTA per SM)
+        prepare(StageEnvAny{t, nullptr, wg + 1}, c);
+      }
     }
     return;
   }
   // ---- Consumer warpgroups: the wgmma recurrence's step (chunk_recurrence_wgmma_kernel.cuh) --------
-  if constexpr (kPrepWG > 1) ptx::setmaxnreg_inc<kConsumerRegs>();
+  if constexpr (kPrepWG == 2) ptx::setmaxnreg_inc<kConsumerRegs>();
   const int cw = wg - kPrepWG;  // consumer warpgroup: value rows 64 cw ..
   const int rows0 = 64 * cw, wi = warp & 3;
   S_t S;
@@ -272,9 +296,11 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int64_t D = 128;
   bool ok = true;
-  // fusedW: W preparation warpgroups; prepW: the same with idle consumers (the preparation alone).
-  std::printf("%-8s %-6s %12s %12s %12s %9s %9s %10s %10s  %s\n", "chunks", "heads", "kda_fwd ms", "fused1 ms",
-              "fused2 ms", "fused1/x", "fused2/x", "prep1 ms", "prep2 ms", "check (out bitwise, final state rel L2)");
+  // fusedW: W preparation warpgroups; prepW: W preparation warpgroups with idle consumers (the
+  // preparation alone).
+  std::printf("%-8s %-6s %12s %12s %12s %9s %9s %10s %10s %10s %10s  %s\n", "chunks", "heads", "kda_fwd ms",
+              "fused1 ms", "fused2 ms", "fused1/x", "fused2/x", "prep1 ms", "prep2 ms", "prep3 ms", "prep4 ms",
+              "check (out bitwise, final state rel L2)");
   for (int n : chunk_counts) {
     const int64_t T = 16 * n;
     const size_t tok = static_cast<size_t>(T * H);
@@ -416,8 +442,20 @@ int main(int argc, char** argv) {
     const double t2 = graph_ms(stream, [&] { fused(2); });
     const double i1 = graph_ms(stream, [&] { fused(1, true); });
     const double i2 = graph_ms(stream, [&] { fused(2, true); });
-    std::printf("%-8d %-6d %12.4f %12.4f %12.4f %9.3f %9.3f %10.4f %10.4f  %s\n", n, H, t_lib, t1, t2, t1 / t_lib,
-                t2 / t_lib, i1, i2, check.c_str());
+    const int smem3 = static_cast<int>(tile::smem_bytes<FusedStorage<3>>());
+    const int smem4 = static_cast<int>(tile::smem_bytes<FusedStorage<4>>());
+    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<3, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem3));
+    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
+    const double i3 = graph_ms(stream, [&] {
+      fused_piece_kernel<3, true><<<H, 640, smem3, stream>>>(fa);
+      CUDA_OK(cudaGetLastError());
+    });
+    const double i4 = graph_ms(stream, [&] {
+      fused_piece_kernel<4, true><<<H, 768, smem4, stream>>>(fa);
+      CUDA_OK(cudaGetLastError());
+    });
+    std::printf("%-8d %-6d %12.4f %12.4f %12.4f %9.3f %9.3f %10.4f %10.4f %10.4f %10.4f  %s\n", n, H, t_lib, t1, t2,
+                t1 / t_lib, t2 / t_lib, i1, i2, i3, i4, check.c_str());
     for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)out_ref, (void*)out, (void*)h0,
                       (void*)ht_ref, (void*)ht, (void*)A_log, (void*)dt_bias, ws})
       CUDA_OK(cudaFree(ptr));
