@@ -19,7 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "benchmarks/bench_common.cuh"
@@ -49,11 +51,14 @@ using namespace kda::sm90;
 using L = WgmmaRecurrenceLayout<2>;
 using Prep = PrepSmem<GateKind::kBounded>;
 
-template <int kPrepWG>
+template <int kPrepWG, int kConsumerWG>
 struct FusedStorage {
   static constexpr int kRing = kPrepWG <= 2 ? 6 : 4;  // stages (4 leave room for 3-4 preparations)
   typename L::Stage stage[kRing];
   alignas(128) Prep prep[kPrepWG];
+  // One consumer warpgroup for 128 rows: the 64-row half not being stepped, each thread's 64 state
+  // values as 16 float4 at [j][thread] (conflict-free; swapped with its registers twice a chunk).
+  alignas(16) float4 park[kConsumerWG == 1 ? 128 * 16 : 1];
   alignas(16) unsigned char out[8][512];  // per consumer warp: its 16 x 16 output tile
   alignas(8) uint64_t full[kRing];
   uint64_t empty[kRing];
@@ -101,30 +106,46 @@ struct FusedArgs {
   int chunks;
 };
 
+// kConsumerWG: 2 consumer warpgroups of 64 value rows each (the library's layout for 128-row slices),
+// or 1 consumer warpgroup owning all 128 rows as two 64-row halves stepped one after the other, the
+// idle half parked in shared memory (a slower chain, which leaves registers for three preparation
+// warpgroups).
 // kIdle: the consumers only hand each stage back (the preparation's time alone; outputs not written).
-// kPrepWG 3 and 4 only with kIdle (their registers leave the consumers too few).
-template <int kPrepWG, bool kIdle>
-__global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(FusedArgs a) {
+// kPrepWG 3 and 4 with two consumer warpgroups only with kIdle (too few registers otherwise).
+template <int kPrepWG, int kConsumerWG, bool kIdle>
+struct FusedConfig {
+  static constexpr int kThreads = 128 * (kPrepWG + kConsumerWG);
+  // setmaxnreg: the preparation at 96 registers (80 spills here), the consumers what is left (at most 256).
+  static constexpr bool kSetRegs = !kIdle ? kPrepWG >= 2 : kPrepWG == 2;
+  static constexpr int kPrepRegs = 96;
+  static constexpr int kLeft = (65536 - kPrepWG * 128 * kPrepRegs) / (kConsumerWG * 128) / 8 * 8;
+  static constexpr int kConsumerRegs = kLeft > 256 ? 256 : kLeft;
+  static_assert(kPrepWG <= 2 || kIdle || kConsumerWG == 1, "three or four preparation warpgroups beside two consumers: timing only");
+  static_assert(!kSetRegs || ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kConsumerRegs}) || kPrepWG + kConsumerWG > 2,
+                "the split must fit");
+};
+
+template <int kPrepWG, int kConsumerWG, bool kIdle>
+__global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThreads, 1) fused_piece_kernel(FusedArgs a) {
+  using C = FusedConfig<kPrepWG, kConsumerWG, kIdle>;
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
   extern __shared__ unsigned char smem_raw[];
-  static_assert(kPrepWG <= 2 || kIdle, "three or four preparation warpgroups: timing of the preparation only");
-  FusedStorage<kPrepWG>& st = *tile::smem_storage<FusedStorage<kPrepWG>>(smem_raw);
-  constexpr int kRing = FusedStorage<kPrepWG>::kRing;
+  FusedStorage<kPrepWG, kConsumerWG>& st = *tile::smem_storage<FusedStorage<kPrepWG, kConsumerWG>>(smem_raw);
+  constexpr int kRing = FusedStorage<kPrepWG, kConsumerWG>::kRing;
   const int hv = blockIdx.x;
   const int wg = threadIdx.x >> 7, t = threadIdx.x & 127, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) {
-      ptx::mbar_init(&st.full[s], 128);   // the preparing warpgroup's threads
-      ptx::mbar_init(&st.empty[s], 256);  // every consumer lane
+      ptx::mbar_init(&st.full[s], 128);                // the preparing warpgroup's threads
+      ptx::mbar_init(&st.empty[s], 128 * kConsumerWG);  // every consumer lane
     }
     ptx::fence_barrier_init();
   }
   __syncthreads();
-  constexpr int kPrepRegs = 96, kConsumerRegs = 160;  // kPrepWG = 2: 256 x 96 + 256 x 160 = 65536 (2 bytes spilled; 80 / 176 spills 160)
   if (wg < kPrepWG) {
     // ---- Preparation warpgroup wg: chunks wg, wg + kPrepWG, ... ----------------------------------
-    if constexpr (kPrepWG == 2) ptx::setmaxnreg_dec<kPrepRegs>();
+    if constexpr (C::kSetRegs) ptx::setmaxnreg_dec<C::kPrepRegs>();
     auto prepare = [&](auto env_tag, int c) {
       const int s = c % kRing, use = c / kRing;
       if (use > 0) ptx::mbar_wait(&st.empty[s], (use - 1) & 1);
@@ -158,17 +179,37 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
     }
     return;
   }
-  // ---- Consumer warpgroups: the wgmma recurrence's step (chunk_recurrence_wgmma_kernel.cuh) --------
-  if constexpr (kPrepWG == 2) ptx::setmaxnreg_inc<kConsumerRegs>();
-  const int cw = wg - kPrepWG;  // consumer warpgroup: value rows 64 cw ..
-  const int rows0 = 64 * cw, wi = warp & 3;
+  // ---- Consumers: the wgmma recurrence's step (chunk_recurrence_wgmma_kernel.cuh) ------------------
+  if constexpr (C::kSetRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  constexpr int kHalves = kConsumerWG == 1 ? 2 : 1;  // 64-row halves per consumer warpgroup
+  const int cw = wg - kPrepWG;
+  const int wi = warp & 3;
+  auto half_of = [&](int h) { return kHalves == 2 ? h : cw; };  // value rows 64 half ..
+  // The state in registers: this warpgroup's 64 rows, or with two halves the half being stepped (the
+  // other one parked in shared memory, swapped per thread: no other thread touches its slots).
   S_t S;
+  float4* park = &st.park[t];  // park[128 * j]: this thread's float4 j
+  auto swap_parked = [&] {
 #pragma unroll
-  for (int i = 0; i < S_t::kCount; i += 2) {
-    const int64_t idx = (static_cast<int64_t>(hv) * 128 + rows0 + S_t::row(t, i)) * 128 + S_t::col(t, i);
-    const float2 x = *reinterpret_cast<const float2*>(a.h0 + idx);
-    S.v[i] = x.x;
-    S.v[i + 1] = x.y;
+    for (int j = 0; j < 16; ++j) {
+      const float4 x = park[128 * j];
+      park[128 * j] = make_float4(S.v[4 * j], S.v[4 * j + 1], S.v[4 * j + 2], S.v[4 * j + 3]);
+      S.v[4 * j] = x.x;
+      S.v[4 * j + 1] = x.y;
+      S.v[4 * j + 2] = x.z;
+      S.v[4 * j + 3] = x.w;
+    }
+  };
+#pragma unroll
+  for (int h = kHalves - 1; h >= 0; --h) {  // half 1 first, parked; half 0 stays
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      const float2 x = *reinterpret_cast<const float2*>(a.h0 + idx);
+      S.v[i] = x.x;
+      S.v[i + 1] = x.y;
+    }
+    if (h == 1) swap_parked();
   }
   unsigned char* out_tile = st.out[warp - 4 * kPrepWG];
   RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
@@ -176,15 +217,8 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
   rp.out_st = a.out_st;
   const SequenceSpan span{0, 0, 16 * a.chunks, 0};
   auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
-  for (int i = 0; i < a.chunks; ++i) {
-    const int s = i % kRing;
-    auto& stg = st.stage[s];
-    ptx::mbar_wait(&st.full[s], (i / kRing) & 1);
-    if constexpr (kIdle) {
-      ptx::mbar_arrive(&st.empty[s]);
-      continue;
-    }
-    ptx::fence_proxy_async_shared();
+  // One 64-row chain's step on chunk i, stage stg (the kernel's step).
+  auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
     const uint32_t wq_addr = smem(stg.wq.bytes);
     uint32_t sa[8][4];
 #pragma unroll
@@ -197,7 +231,7 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
     xo.fence_operand();
     ptx::wgmma_fence();
     {
-      const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem(stg.vt[cw].bytes));
+      const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem(stg.vt[half].bytes));
       uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem(stg.tp_lo.bytes)), false);
       uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem(stg.tp_hi.bytes)), true);
     }
@@ -230,16 +264,34 @@ __global__ void __launch_bounds__(128 * (2 + kPrepWG), 1) fused_piece_kernel(Fus
         o[0][e] = uo.v[8 + e] + xo.v[8 + e];
         o[1][e] = uo.v[12 + e] + xo.v[12 + e];
       }
-      store_out_rows(o, out_tile, rp, span, hv, i, 16, rows0 + 16 * wi, lane);
+      store_out_rows(o, out_tile, rp, span, hv, i, 16, 64 * half + 16 * wi, lane);
     }
     ptx::wgmma_wait_group<0>();
     S.fence_operand();
+  };
+  for (int i = 0; i < a.chunks; ++i) {
+    const int s = i % kRing;
+    auto& stg = st.stage[s];
+    ptx::mbar_wait(&st.full[s], (i / kRing) & 1);
+    if constexpr (!kIdle) {
+      ptx::fence_proxy_async_shared();
+      step(S, half_of(0), stg, i);
+      if constexpr (kHalves == 2) {
+        swap_parked();
+        step(S, 1, stg, i);
+        swap_parked();
+      }
+    }
     ptx::mbar_arrive(&st.empty[s]);
   }
 #pragma unroll
-  for (int i = 0; i < S_t::kCount; i += 2) {
-    const int64_t idx = (static_cast<int64_t>(hv) * 128 + rows0 + S_t::row(t, i)) * 128 + S_t::col(t, i);
-    *reinterpret_cast<float2*>(a.ht + idx) = make_float2(S.v[i], S.v[i + 1]);
+  for (int h = 0; h < kHalves; ++h) {
+    if (h == 1) swap_parked();
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      *reinterpret_cast<float2*>(a.ht + idx) = make_float2(S.v[i], S.v[i + 1]);
+    }
   }
 }
 
@@ -296,11 +348,12 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int64_t D = 128;
   bool ok = true;
-  // fusedW: W preparation warpgroups; prepW: W preparation warpgroups with idle consumers (the
-  // preparation alone).
-  std::printf("%-8s %-6s %12s %12s %12s %9s %9s %10s %10s %10s %10s  %s\n", "chunks", "heads", "kda_fwd ms",
-              "fused1 ms", "fused2 ms", "fused1/x", "fused2/x", "prep1 ms", "prep2 ms", "prep3 ms", "prep4 ms",
-              "check (out bitwise, final state rel L2)");
+  // pPcC: P preparation warpgroups and C consumer warpgroups (C = 1: one warpgroup steps both 64-row
+  // halves); best/x: the fastest of them over kda_fwd; prepP: P preparation warpgroups with idle
+  // consumers (the preparation alone). Check: outputs that differ from kda_fwd's (bitwise), and the
+  // final state's relative L2 difference.
+  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s  %s\n", "chunks", "heads", "kda_fwd", "p1c2",
+              "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "check (all times ms)");
   for (int n : chunk_counts) {
     const int64_t T = 16 * n;
     const size_t tok = static_cast<size_t>(T * H);
@@ -396,23 +449,23 @@ int main(int argc, char** argv) {
     fa.out = out;
     fa.out_st = st4;
     fa.chunks = n;
-    const int smem1 = static_cast<int>(tile::smem_bytes<FusedStorage<1>>());
-    const int smem2 = static_cast<int>(tile::smem_bytes<FusedStorage<2>>());
-    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
-    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
-    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
-    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
-    auto fused = [&](int prep_wg, bool idle = false) {
-      if (prep_wg == 1 && !idle)
-        fused_piece_kernel<1, false><<<H, 384, smem1, stream>>>(fa);
-      else if (prep_wg == 1)
-        fused_piece_kernel<1, true><<<H, 384, smem1, stream>>>(fa);
-      else if (!idle)
-        fused_piece_kernel<2, false><<<H, 512, smem2, stream>>>(fa);
-      else
-        fused_piece_kernel<2, true><<<H, 512, smem2, stream>>>(fa);
+    // One layout (kPrepWG, kConsumerWG, kIdle) on the stream.
+    auto launch = [&](auto kP, auto kC, auto kI) {
+      constexpr int P = decltype(kP)::value, Cw = decltype(kC)::value;
+      constexpr bool I = decltype(kI)::value;
+      auto kernel = fused_piece_kernel<P, Cw, I>;
+      const int smem = static_cast<int>(tile::smem_bytes<FusedStorage<P, Cw>>());
+      CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      kernel<<<H, FusedConfig<P, Cw, I>::kThreads, smem, stream>>>(fa);
       CUDA_OK(cudaGetLastError());
     };
+    using std::integral_constant;
+    using I1 = integral_constant<int, 1>;
+    using I2 = integral_constant<int, 2>;
+    using I3 = integral_constant<int, 3>;
+    using I4 = integral_constant<int, 4>;
+    using Busy = std::false_type;
+    using Idle = std::true_type;
 
     call();
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -421,9 +474,10 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaMemcpy(o_ref.data(), out_ref, tok * D * 2, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(s_ref.data(), ht_ref, H * D * D * 4, cudaMemcpyDeviceToHost));
     std::string check;
-    for (int w = 1; w <= 2; ++w) {
+    // The four computing layouts: checked, then timed.
+    auto run = [&](const char* name, auto enqueue) {
       CUDA_OK(cudaMemset(out, 0xff, tok * D * 2));
-      fused(w);
+      enqueue();
       CUDA_OK(cudaStreamSynchronize(stream));
       CUDA_OK(cudaMemcpy(o.data(), out, tok * D * 2, cudaMemcpyDeviceToHost));
       CUDA_OK(cudaMemcpy(s_f.data(), ht, H * D * D * 4, cudaMemcpyDeviceToHost));
@@ -433,29 +487,22 @@ int main(int argc, char** argv) {
       const bool pass = diff == 0 && es < 4e-3;
       ok = ok && pass;
       char b[160];
-      std::snprintf(b, sizeof(b), "%s%d prep wg: %zu outputs differ, state %.2e %s", w > 1 ? "; " : "", w, diff, es,
+      std::snprintf(b, sizeof(b), "%s%s: %zu differ, %.2e %s", check.empty() ? "" : "; ", name, diff, es,
                     pass ? "PASS" : "FAIL");
       check += b;
-    }
+      return graph_ms(stream, enqueue);
+    };
     const double t_lib = graph_ms(stream, call);
-    const double t1 = graph_ms(stream, [&] { fused(1); });
-    const double t2 = graph_ms(stream, [&] { fused(2); });
-    const double i1 = graph_ms(stream, [&] { fused(1, true); });
-    const double i2 = graph_ms(stream, [&] { fused(2, true); });
-    const int smem3 = static_cast<int>(tile::smem_bytes<FusedStorage<3>>());
-    const int smem4 = static_cast<int>(tile::smem_bytes<FusedStorage<4>>());
-    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<3, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem3));
-    CUDA_OK(cudaFuncSetAttribute(fused_piece_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
-    const double i3 = graph_ms(stream, [&] {
-      fused_piece_kernel<3, true><<<H, 640, smem3, stream>>>(fa);
-      CUDA_OK(cudaGetLastError());
-    });
-    const double i4 = graph_ms(stream, [&] {
-      fused_piece_kernel<4, true><<<H, 768, smem4, stream>>>(fa);
-      CUDA_OK(cudaGetLastError());
-    });
-    std::printf("%-8d %-6d %12.4f %12.4f %12.4f %9.3f %9.3f %10.4f %10.4f %10.4f %10.4f  %s\n", n, H, t_lib, t1, t2,
-                t1 / t_lib, t2 / t_lib, i1, i2, i3, i4, check.c_str());
+    const double f12 = run("p1c2", [&] { launch(I1{}, I2{}, Busy{}); });
+    const double f22 = run("p2c2", [&] { launch(I2{}, I2{}, Busy{}); });
+    const double f21 = run("p2c1", [&] { launch(I2{}, I1{}, Busy{}); });
+    const double f31 = run("p3c1", [&] { launch(I3{}, I1{}, Busy{}); });
+    const double i1 = graph_ms(stream, [&] { launch(I1{}, I2{}, Idle{}); });
+    const double i2 = graph_ms(stream, [&] { launch(I2{}, I2{}, Idle{}); });
+    const double i3 = graph_ms(stream, [&] { launch(I3{}, I2{}, Idle{}); });
+    const double i4 = graph_ms(stream, [&] { launch(I4{}, I2{}, Idle{}); });
+    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f  %s\n", n, H, t_lib, f12,
+                f22, f21, f31, std::min(std::min(f12, f22), std::min(f21, f31)) / t_lib, i1, i2, i3, i4, check.c_str());
     for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)out_ref, (void*)out, (void*)h0,
                       (void*)ht_ref, (void*)ht, (void*)A_log, (void*)dt_bias, ws})
       CUDA_OK(cudaFree(ptr));
