@@ -2,9 +2,10 @@
 // head runs a whole sequence of n chunks with the preparation inside the CTA: kPrepWG preparation
 // warpgroups run the library's prepare_chunk (prep_chunk.cuh, through an environment that makes its
 // barriers named barriers of the warpgroup and sends its record stores to a shared-memory ring
-// stage in the layout wgmma reads, wgmma_stage.h) and copy the chunk's values, while two consumer
-// warpgroups run the wgmma recurrence's chunk step (chunk_recurrence_wgmma_kernel.cuh) on those
-// stages: no record in global memory, no second launch. Not a kernel of the library: a measurement.
+// stage in the layout wgmma reads, wgmma_stage.h) and copy the chunk's values, while one or two
+// consumer warpgroups run the wgmma recurrence's chunk step (chunk_recurrence_wgmma_kernel.cuh) on
+// those stages: no record in global memory, no second launch. Not a kernel of the library: a
+// measurement (docs/performance_notes.md, "Issue 10 measured before it is built").
 //
 // Checked against kda_fwd on the same inputs (one pass, context_split = 1): the outputs must be
 // bitwise equal (the same preparation and step arithmetic). The final states differ by about the
@@ -121,8 +122,12 @@ struct FusedConfig {
   static constexpr int kLeft = (65536 - kPrepWG * 128 * kPrepRegs) / (kConsumerWG * 128) / 8 * 8;
   static constexpr int kConsumerRegs = kLeft > 256 ? 256 : kLeft;
   static_assert(kPrepWG <= 2 || kIdle || kConsumerWG == 1, "three or four preparation warpgroups beside two consumers: timing only");
-  static_assert(!kSetRegs || ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kConsumerRegs}) || kPrepWG + kConsumerWG > 2,
-                "the split must fit");
+  // The split must fit in what the CTA is launched with (else setmaxnreg.inc never returns), as
+  // ptx::setmaxnreg_fits checks for one count per warpgroup.
+  static_assert(!kSetRegs || (kConsumerRegs % 8 == 0 && kConsumerRegs >= 24 &&
+                              128 * (kPrepWG * kPrepRegs + kConsumerWG * kConsumerRegs) <=
+                                  kThreads * ptx::launch_regs_per_thread(kThreads)),
+                "the setmaxnreg split must fit");
 };
 
 template <int kPrepWG, int kConsumerWG, bool kIdle>
