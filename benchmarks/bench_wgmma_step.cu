@@ -13,9 +13,10 @@
 // every SM runs CTAs of 1 or 2 warpgroups for many steps: time per step = elapsed / steps.
 // --variants: the same with the library kernel's parts added one at a time (wgmma_step_kernel.cuh),
 // each checked against the same emulation.
-// Usage: flash_kda_bench_wgmma_step [--steps N] [--variants]
+// Usage: flash_kda_bench_wgmma_step [--steps N] [--variants [--images N]]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include "benchmarks/bench_common.cuh"
 #include "benchmarks/wgmma_step_kernel.cuh"
 #include "reference/common.h"
+#include "src/launch/tensor_map.h"
 
 namespace {
 
@@ -60,9 +62,11 @@ double rel_l2(const std::vector<float>& x, const std::vector<double>& ref) {
 int main(int argc, char** argv) {
   int steps = 4096;
   bool variants = false;
+  int images_per_cta = 64;  // --variants' copy variants: stage images per CTA (64: from DRAM; 4: from L2)
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     if (std::string(argv[i]) == "--variants") variants = true;
+    if (std::string(argv[i]) == "--images" && i + 1 < argc) images_per_cta = std::atoi(argv[++i]);
   }
   int dev = 0, sms = 0, major = 0, minor = 0;
   CUDA_OK(cudaGetDevice(&dev));
@@ -126,6 +130,7 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
   bool ok = true;
+  CUtensorMap vmap{};  // kTmaValues' values tensor (made below, before those variants run)
   // One variant: the check (one CTA of two warpgroups, check_steps steps), then the time per step
   // for each layout of `configs` (threads of consumers, CTAs per SM).
   auto run = [&](auto kVc, const char* label, std::initializer_list<std::array<int, 2>> configs) {
@@ -133,8 +138,8 @@ int main(int argc, char** argv) {
     auto kernel = wgmma_step_kernel<kV>;
     const int smem = static_cast<int>(tile::smem_bytes<Storage<kV>>());
     CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const int extra = (kV & kMbar) ? 32 : 0;
-    kernel<<<1, 256 + extra, smem>>>(dwq, dkr, dv, dtp, dgamma, ds0, check_steps, ds_out, do_out, dsink, dobuf, 2);
+    const int extra = (kV & kCopies) ? 128 : (kV & kMbar) ? 32 : 0;
+    kernel<<<1, 256 + extra, smem>>>(dwq, dkr, dv, dtp, dgamma, ds0, check_steps, ds_out, do_out, dsink, dobuf, 2, vmap);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<float> s_gpu(128 * 128), o_gpu(128 * 16);
@@ -147,10 +152,10 @@ int main(int argc, char** argv) {
                 label, check_steps, es, eo, pass ? "PASS" : "FAIL", smem);
     for (const auto& c : configs) {
       const int threads = c[0], per_sm = c[1], grid = sms * per_sm, wgs = threads / 128;
-      kernel<<<grid, threads + extra, smem>>>(dwq, dkr, dv, dtp, dgamma, ds0, 64, nullptr, nullptr, dsink, dobuf, wgs);
+      kernel<<<grid, threads + extra, smem>>>(dwq, dkr, dv, dtp, dgamma, ds0, 64, nullptr, nullptr, dsink, dobuf, wgs, vmap);
       CUDA_OK(cudaEventRecord(e0));
       kernel<<<grid, threads + extra, smem>>>(dwq, dkr, dv, dtp, dgamma, ds0, steps, nullptr, nullptr, dsink, dobuf,
-                                              wgs);
+                                              wgs, vmap);
       CUDA_OK(cudaEventRecord(e1));
       CUDA_OK(cudaEventSynchronize(e1));
       float ms = 0;
@@ -198,6 +203,57 @@ int main(int argc, char** argv) {
     run(integral_constant<int, kAll | kProbe>{}, "all, next stage probed during the batch", one);
     run(integral_constant<int, kH | kTestWait>{}, "hand-off, test_wait polling", one);
     run(integral_constant<int, kAll | kTestWait>{}, "all, test_wait polling", one);
+    // The kernel's data path: stage images copied from global memory (--images per CTA; 64: ~160 MB in
+    // all, from DRAM, as a long sequence's records are; 4: ~10 MB, from L2, as a short call's records
+    // are), built from the filled stage 0 of one CTA.
+    {
+      const size_t stage_bytes = sizeof(Stage), n_img = static_cast<size_t>(std::max(1, images_per_cta)),
+                   ctas = static_cast<size_t>(2 * sms);
+      uint4 *dump = nullptr, *images = nullptr;
+      CUDA_OK(cudaMalloc(&dump, stage_bytes));
+      CUDA_OK(cudaMalloc(&images, stage_bytes * n_img * ctas));
+      CUDA_OK(cudaMemcpyToSymbol(g_dump, &dump, sizeof(dump)));
+      auto k0 = wgmma_step_kernel<0>;
+      const int smem0 = static_cast<int>(tile::smem_bytes<Storage<0>>());
+      k0<<<1, 256, smem0>>>(dwq, dkr, dv, dtp, dgamma, ds0, 1, nullptr, nullptr, dsink, dobuf, 2, vmap);
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaDeviceSynchronize());
+      uint4* none = nullptr;
+      CUDA_OK(cudaMemcpyToSymbol(g_dump, &none, sizeof(none)));
+      CUDA_OK(cudaMemcpy(images, dump, stage_bytes, cudaMemcpyDeviceToDevice));
+      for (size_t have = 1; have < n_img * ctas;) {  // doubling copies: 1, 2, 4, ... images
+        const size_t n = std::min(have, n_img * ctas - have);
+        CUDA_OK(cudaMemcpy(reinterpret_cast<char*>(images) + have * stage_bytes, images, n * stage_bytes,
+                           cudaMemcpyDeviceToDevice));
+        have += n;
+      }
+      const int ni = static_cast<int>(n_img);
+      CUDA_OK(cudaMemcpyToSymbol(g_images, &images, sizeof(images)));
+      CUDA_OK(cudaMemcpyToSymbol(g_n_images, &ni, sizeof(ni)));
+      // The values tensor of kTmaValues: [n_img x ctas x 16 tokens][128] bf16, every block the chunk's v.
+      uint16_t* vtensor = nullptr;
+      CUDA_OK(cudaMalloc(&vtensor, n_img * ctas * v.size() * 2));
+      CUDA_OK(cudaMemcpy(vtensor, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
+      for (size_t have = 1; have < n_img * ctas;) {
+        const size_t n = std::min(have, n_img * ctas - have);
+        CUDA_OK(cudaMemcpy(vtensor + have * v.size(), vtensor, n * v.size() * 2, cudaMemcpyDeviceToDevice));
+        have += n;
+      }
+      const kda_status ms = sm90::make_tensor_map_2d_bf16(&vmap, vtensor, n_img * ctas * 16, 128, 128, 16, 64,
+                                                          tile::Swizzle::k128B);
+      if (ms.code != KDA_OK) {
+        std::fprintf(stderr, "tensor map: %s\n", ms.message);
+        return 2;
+      }
+      run(integral_constant<int, kH | kCopies>{}, "hand-off with the copies (a producer warpgroup)", one);
+      run(integral_constant<int, kAll | kCopies>{}, "all with the copies: the kernel's step", one);
+      run(integral_constant<int, kAll | kCopies | kProbe>{}, "all with the copies, probed", one);
+      run(integral_constant<int, kH | kCopies | kBulk>{}, "hand-off, the stage by one bulk copy", one);
+      run(integral_constant<int, kAll | kCopies | kBulk>{}, "all, the stage by one bulk copy", one);
+      run(integral_constant<int, kAll | kCopies | kBulk | kMixed>{}, "all, 12 KB bulk + 6.9 KB cp.async", one);
+      run(integral_constant<int, kAll | kCopies | kTmaValues>{}, "all, record by 2 bulk copies + values by TMA", one);
+      run(integral_constant<int, kAll | kCopies | kTmaValues | kFourBulk>{}, "all, four bulk copies", one);
+    }
   }
   return ok ? 0 : 1;
 }

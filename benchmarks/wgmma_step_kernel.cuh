@@ -8,10 +8,14 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
+#include "src/ptx/tma.cuh"
+#include "src/ptx/cp_async.cuh"
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/tma.cuh"  // fence_proxy_async_shared
 #include "src/ptx/wgmma.cuh"
@@ -54,7 +58,27 @@ enum Variant : int {
   kTestWait = 32768,     // the consumers poll with mbarrier.test_wait (non-blocking) instead of try_wait
   kProbe = 65536,        // the next stage's full barrier probed once (test_wait) while the batch runs; the
                          // step waits only when that probe found it incomplete
+  kCopies = 131072,      // with kMbar: a producer warpgroup copies each stage from global memory by
+                         // cp.async (16-byte pieces, every producer thread arriving), as the kernel's
+                         // producer does: g_images holds g_n_images stage images per CTA
+  kBulk = 262144,        // with kCopies: the whole stage by one bulk copy (TMA, one thread, completion by
+                         // bytes on the full barrier) instead of 16-byte cp.async from 128 threads
+  kMixed = 524288,       // with kCopies | kBulk: [Wd; Qp] and Kr (12 KB) by one bulk copy, the rest (values,
+                         // Tb / P, Γ: 6.9 KB) by cp.async from the 128 threads (the record's bulk probe of
+                         // version 29 left about this much to cp.async)
+  kTmaValues = 1048576,  // with kCopies | kBulk: the design for the kernel's producer, one thread per stage:
+                         // the record in the stage's layout by two bulk copies (what precedes the values'
+                         // tiles, what follows them) and each warpgroup's values by a tensor copy (box of 16
+                         // tokens x 64 rows, 128B swizzle: the VtTile) from a [tokens][128] bf16 tensor
+  kFourBulk = 2097152,   // with kTmaValues: the values' tiles by bulk copies of the image instead (four bulk
+                         // copies per stage: is it the number of copies or the tensor copies?)
 };
+
+// kCopies: the stage images each CTA copies from (g_n_images per CTA, cycled), and where CTA 0 dumps
+// its filled stage 0 (to build the images) when g_dump is set.
+__device__ const uint4* g_images = nullptr;
+__device__ int g_n_images = 1;
+__device__ uint4* g_dump = nullptr;
 __device__ __forceinline__ bool test_wait_once(uint64_t* bar, uint32_t parity) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
   uint32_t done = 0;
@@ -110,11 +134,14 @@ struct Storage {
 // Operands in plain layouts: wq [32][128], kr [16][128], v [16][128] (token, value row), tp [32][16],
 // gamma [128]; s0 / s_out [128][128] (value row, key column); o_out [128][16] (the last step's O);
 // o_buf (kOut): [64 steps][16 tokens][128 rows] bf16, written cyclically.
+// vmap (kTmaValues): the values tensor, g_n_images blocks of 16 tokens per CTA, CTA b's image i at
+// token row 16 (b g_n_images + i).
 template <int kV>
 __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_step_kernel(const uint16_t* wq, const uint16_t* kr, const uint16_t* v,
                                                          const uint16_t* tp, const float* gamma, const float* s0,
                                                          int steps, float* s_out, float* o_out, float* sink,
-                                                         uint16_t* o_buf, int consumer_wgs) {
+                                                         uint16_t* o_buf, int consumer_wgs,
+                                                         const __grid_constant__ CUtensorMap vmap) {
   constexpr bool kAfter = (kV & (kDecayAfter | kGammaSmem)) != 0;
   constexpr int kStagesUsed = (kV & kRing) ? kRingStages : 1;
   extern __shared__ unsigned char smem_raw[];
@@ -141,14 +168,70 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
   }
   if (tid == 0) {
     for (int s = 0; s < kRingStages; ++s) {
-      ptx::mbar_init(&st.full[s], 1);
+      ptx::mbar_init(&st.full[s], !(kV & kCopies) ? 1 : (kV & kMixed) ? 129 : (kV & (kBulk | kTmaValues)) ? 1 : 128);
       ptx::mbar_init(&st.empty[s], (kV & kWarpArrive) ? nthreads / 32 : nthreads);
     }
     ptx::fence_barrier_init();
   }
   ptx::fence_proxy_async_shared();
   __syncthreads();
-  if constexpr ((kV & kMbar) != 0) {
+  if (g_dump != nullptr && blockIdx.x == 0) {
+    for (int k = tid; k < static_cast<int>(sizeof(Stage) / 16); k += blockDim.x)
+      g_dump[k] = reinterpret_cast<const uint4*>(&st.stage[0])[k];
+  }
+  if constexpr ((kV & kCopies) != 0) {
+    static_assert((kV & kMbar) != 0 && (kV & kRing) != 0 && sizeof(Stage) % 16 == 0, "copies need the ring and the hand-off");
+    if (tid >= nthreads) {  // the producer warpgroup: copies every stage, as the kernel's producer does
+      const int pt = tid - nthreads;
+      constexpr int kPieces = static_cast<int>(sizeof(Stage) / 16);
+      const uint4* img0 = g_images + static_cast<size_t>(blockIdx.x) * g_n_images * kPieces;
+      for (int i = 0; i < steps; ++i) {
+        const int s = i % kRingStages, use = i / kRingStages;
+        if (use > 0) wait_parity(&st.empty[s], (use - 1) & 1, true);
+        const uint4* src = img0 + static_cast<size_t>(i % g_n_images) * kPieces;
+        unsigned char* dst = reinterpret_cast<unsigned char*>(&st.stage[s]);
+        if constexpr ((kV & kTmaValues) != 0) {
+          constexpr int kVt = static_cast<int>(offsetof(Stage, vt)), kAfterVt = static_cast<int>(offsetof(Stage, tp));
+          constexpr int kTail = static_cast<int>(sizeof(Stage)) - kAfterVt;
+          static_assert(kAfterVt == kVt + 2 * static_cast<int>(sizeof(Stage::vt[0])), "the values' tiles sit between");
+          if (pt == 0) {
+            ptx::mbar_arrive_expect_tx(&st.full[s], kVt + kTail + 2 * static_cast<int>(sizeof(Stage::vt[0])));
+            ptx::bulk_copy_g2s(dst, src, kVt, &st.full[s]);
+            ptx::bulk_copy_g2s(dst + kAfterVt, reinterpret_cast<const unsigned char*>(src) + kAfterVt, kTail,
+                               &st.full[s]);
+            if constexpr ((kV & kFourBulk) != 0) {
+              constexpr int kTile = static_cast<int>(sizeof(Stage::vt[0]));
+              ptx::bulk_copy_g2s(dst + kVt, reinterpret_cast<const unsigned char*>(src) + kVt, kTile, &st.full[s]);
+              ptx::bulk_copy_g2s(dst + kVt + kTile, reinterpret_cast<const unsigned char*>(src) + kVt + kTile, kTile,
+                                 &st.full[s]);
+            } else {
+              const int row = 16 * (static_cast<int>(blockIdx.x) * g_n_images + i % g_n_images);
+              ptx::tma_load_2d(st.stage[s].vt[0].bytes, &vmap, 0, row, &st.full[s]);
+              ptx::tma_load_2d(st.stage[s].vt[1].bytes, &vmap, 64, row, &st.full[s]);
+            }
+          }
+        } else if constexpr ((kV & kMixed) != 0) {
+          constexpr int kBulkBytes = static_cast<int>(offsetof(Stage, vt));  // wq, kr
+          static_assert(kBulkBytes % 16 == 0 && offsetof(Stage, kr) < offsetof(Stage, vt), "wq and kr lead the stage");
+          if (pt == 0) {
+            ptx::mbar_arrive_expect_tx(&st.full[s], kBulkBytes);
+            ptx::bulk_copy_g2s(dst, src, kBulkBytes, &st.full[s]);
+          }
+          for (int k = kBulkBytes / 16 + pt; k < kPieces; k += 128) ptx::cp_async_16_zfill(dst + 16 * k, src + k, true);
+          ptx::cp_async_arrive_noinc(&st.full[s]);
+        } else if constexpr ((kV & kBulk) != 0) {
+          if (pt == 0) {
+            ptx::mbar_arrive_expect_tx(&st.full[s], 16 * kPieces);
+            ptx::bulk_copy_g2s(dst, src, 16 * kPieces, &st.full[s]);
+          }
+        } else {
+          for (int k = pt; k < kPieces; k += 128) ptx::cp_async_16_zfill(dst + 16 * k, src + k, true);
+          ptx::cp_async_arrive_noinc(&st.full[s]);
+        }
+      }
+      return;
+    }
+  } else if constexpr ((kV & kMbar) != 0) {
     if (tid >= nthreads) {  // the producer warp: hands each stage over, copies nothing
       if (tid == nthreads) {
         constexpr int kStep = (kV & kPairWait) ? 2 : 1, kSlots = kRingStages / kStep;
