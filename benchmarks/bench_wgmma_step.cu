@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
       run(integral_constant<int, kAll | kCopies | kBulk | kMixed>{}, "all, 12 KB bulk + 6.9 KB cp.async", one);
       run(integral_constant<int, kAll | kCopies | kTmaValues>{}, "all, record by 2 bulk copies + values by TMA", one);
       run(integral_constant<int, kAll | kCopies | kTmaValues | kFourBulk>{}, "all, four bulk copies", one);
+      run(integral_constant<int, kAll | kCopies | kRelayout>{}, "all, bulk to staging + placed by the producer", one);
     }
   }
   return ok ? 0 : 1;

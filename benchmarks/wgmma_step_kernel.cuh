@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/ptx/barrier.cuh"
@@ -72,6 +73,10 @@ enum Variant : int {
                          // tokens x 64 rows, 128B swizzle: the VtTile) from a [tokens][128] bf16 tensor
   kFourBulk = 2097152,   // with kTmaValues: the values' tiles by bulk copies of the image instead (four bulk
                          // copies per stage: is it the number of copies or the tensor copies?)
+  kRelayout = 4194304,   // with kCopies: each stage image by one bulk copy into a staging buffer (two, one
+                         // step ahead), then placed by the producer threads with 16-byte shared loads and
+                         // stores (as a record in today's layout would have to be): is the cost the
+                         // global cp.async or the per-thread shared-memory writes?
 };
 
 // kCopies: the stage images each CTA copies from (g_n_images per CTA, cycled), and where CTA 0 dumps
@@ -126,6 +131,8 @@ struct Stage {
 template <int kV>
 struct Storage {
   Stage stage[(kV & kRing) ? kRingStages : 1];
+  std::conditional_t<(kV & kRelayout) != 0, Stage[2], uint4[1]> staging;  // kRelayout's bulk-copy targets
+  alignas(8) uint64_t staged[2];
   alignas(16) unsigned char out[8][512];  // per consumer warp: its O rows, transposed (kOut)
   alignas(8) uint64_t full[kRingStages];
   uint64_t empty[kRingStages];
@@ -169,6 +176,7 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
   if (tid == 0) {
     for (int s = 0; s < kRingStages; ++s) {
       ptx::mbar_init(&st.full[s], !(kV & kCopies) ? 1 : (kV & kMixed) ? 129 : (kV & (kBulk | kTmaValues)) ? 1 : 128);
+      if (s < 2) ptx::mbar_init(&st.staged[s], 1);
       ptx::mbar_init(&st.empty[s], (kV & kWarpArrive) ? nthreads / 32 : nthreads);
     }
     ptx::fence_barrier_init();
@@ -185,6 +193,29 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
       const int pt = tid - nthreads;
       constexpr int kPieces = static_cast<int>(sizeof(Stage) / 16);
       const uint4* img0 = g_images + static_cast<size_t>(blockIdx.x) * g_n_images * kPieces;
+      if constexpr ((kV & kRelayout) != 0) {
+        auto issue = [&](int i) {  // image i into staging buffer i % 2
+          if (pt == 0) {
+            ptx::mbar_arrive_expect_tx(&st.staged[i & 1], 16 * kPieces);
+            ptx::bulk_copy_g2s(&st.staging[i & 1], img0 + static_cast<size_t>(i % g_n_images) * kPieces, 16 * kPieces,
+                               &st.staged[i & 1]);
+          }
+        };
+        issue(0);
+        for (int i = 0; i < steps; ++i) {
+          if (i + 1 < steps) issue(i + 1);  // its buffer was emptied by step i - 1 (the barrier below)
+          ptx::mbar_wait(&st.staged[i & 1], (i >> 1) & 1);
+          const int s = i % kRingStages, use = i / kRingStages;
+          if (use > 0) wait_parity(&st.empty[s], (use - 1) & 1, true);
+          const uint4* from = reinterpret_cast<const uint4*>(&st.staging[i & 1]);
+          uint4* to = reinterpret_cast<uint4*>(&st.stage[s]);
+          for (int k = pt; k < kPieces; k += 128) to[k] = from[k];
+          ptx::fence_proxy_async_shared();
+          ptx::mbar_arrive(&st.full[s]);
+          asm volatile("bar.sync 1, 128;\n" ::: "memory");  // every producer thread is done with buffer i % 2
+        }
+        return;
+      }
       for (int i = 0; i < steps; ++i) {
         const int s = i % kRingStages, use = i / kRingStages;
         if (use > 0) wait_parity(&st.empty[s], (use - 1) & 1, true);
