@@ -1,0 +1,285 @@
+// The kernel of flash_kda_bench_fused_piece (bench_fused_piece.cu): one CTA per value head runs a
+// whole sequence with the preparation (prepare_chunk, prep_chunk.cuh, through an environment that
+// makes its barriers named barriers of its warpgroup and sends the record's stores to a ring stage
+// in the layout wgmma reads, wgmma_stage.h) and the wgmma recurrence's chunk step in the same CTA:
+// the layouts (preparation and consumer warpgroups), their shared storage and register split.
+// Included by that one benchmark only (an unnamed namespace).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/prep_chunk.cuh"
+#include "src/kernels/sm90/recurrence_task.cuh"
+#include "src/kernels/sm90/wgmma_stage.h"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/cp_async.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/register_budget.h"
+#include "src/ptx/tma.cuh"  // fence_proxy_async_shared
+#include "src/ptx/warpgroup.cuh"
+#include "src/ptx/wgmma.cuh"
+#include "src/tile/fragments.cuh"
+#include "src/tile/operand.h"
+#include "src/tile/smem_layout.h"
+#include "src/tile/swizzle.h"
+
+namespace {
+
+using namespace kda;
+using namespace kda::sm90;
+using L = WgmmaRecurrenceLayout<2>;
+using Prep = PrepSmem<GateKind::kBounded>;
+
+template <int kPrepWG, int kConsumerWG>
+struct FusedStorage {
+  static constexpr int kRing = kPrepWG <= 2 ? 6 : 4;  // stages (4 leave room for 3-4 preparations)
+  typename L::Stage stage[kRing];
+  alignas(128) Prep prep[kPrepWG];
+  // One consumer warpgroup for 128 rows: the 64-row half not being stepped, each thread's 64 state
+  // values as 16 float4 at [j][thread] (conflict-free; swapped with its registers twice a chunk).
+  alignas(16) float4 park[kConsumerWG == 1 ? 128 * 16 : 1];
+  alignas(16) unsigned char out[8][512];  // per consumer warp: its 16 x 16 output tile
+  alignas(8) uint64_t full[kRing];
+  uint64_t empty[kRing];
+};
+
+// prepare_chunk's environment in this kernel: the 128 threads of preparation warpgroup kBar - 1
+// (named barrier kBar), the record's stores sent to `stage`.
+template <int kBar>
+struct StageEnv {
+  int t;
+  unsigned char* stage;
+  __device__ __forceinline__ int tid() const { return t; }
+  __device__ __forceinline__ void sync() const { asm volatile("bar.sync %0, 128;\n" ::"n"(kBar) : "memory"); }
+  template <typename T>
+  __device__ __forceinline__ T* at(const uint8_t* rec, T* dst) const {
+    const uint32_t off = static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(dst) - rec);
+    return reinterpret_cast<T*>(stage + wgmma_recurrence_detail::stage_offset_of_piece<L>(static_cast<int>(off >> 4)) +
+                                (off & 15));
+  }
+};
+
+// The same with the barrier id in a register (three or four preparation warpgroups).
+struct StageEnvAny {
+  int t;
+  unsigned char* stage;
+  int bar;
+  __device__ __forceinline__ int tid() const { return t; }
+  __device__ __forceinline__ void sync() const { asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory"); }
+  template <typename T>
+  __device__ __forceinline__ T* at(const uint8_t* rec, T* dst) const {
+    const uint32_t off = static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(dst) - rec);
+    return reinterpret_cast<T*>(stage + wgmma_recurrence_detail::stage_offset_of_piece<L>(static_cast<int>(off >> 4)) +
+                                (off & 15));
+  }
+};
+
+struct FusedArgs {
+  PrepParams pp;  // records: a dummy base (only differences of addresses are used)
+  const uint16_t* v;
+  Strides4 v_st;
+  const float* h0;  // [H][128][128]
+  float* ht;
+  uint16_t* out;
+  Strides4 out_st;
+  int chunks;
+};
+
+// kConsumerWG: 2 consumer warpgroups of 64 value rows each (the library's layout for 128-row slices),
+// or 1 consumer warpgroup owning all 128 rows as two 64-row halves stepped one after the other, the
+// idle half parked in shared memory (a slower chain, which leaves registers for three preparation
+// warpgroups).
+// kIdle: the consumers only hand each stage back (the preparation's time alone; outputs not written).
+// kPrepWG 3 and 4 with two consumer warpgroups only with kIdle (too few registers otherwise).
+template <int kPrepWG, int kConsumerWG, bool kIdle>
+struct FusedConfig {
+  static constexpr int kThreads = 128 * (kPrepWG + kConsumerWG);
+  // setmaxnreg: the preparation at 96 registers (80 spills here), the consumers what is left (at most 256).
+  static constexpr bool kSetRegs = !kIdle ? kPrepWG >= 2 : kPrepWG == 2;
+  static constexpr int kPrepRegs = 96;
+  static constexpr int kLeft = (65536 - kPrepWG * 128 * kPrepRegs) / (kConsumerWG * 128) / 8 * 8;
+  static constexpr int kConsumerRegs = kLeft > 256 ? 256 : kLeft;
+  static_assert(kPrepWG <= 2 || kIdle || kConsumerWG == 1, "three or four preparation warpgroups beside two consumers: timing only");
+  // The split must fit in what the CTA is launched with (else setmaxnreg.inc never returns), as
+  // ptx::setmaxnreg_fits checks for one count per warpgroup.
+  static_assert(!kSetRegs || (kConsumerRegs % 8 == 0 && kConsumerRegs >= 24 &&
+                              128 * (kPrepWG * kPrepRegs + kConsumerWG * kConsumerRegs) <=
+                                  kThreads * ptx::launch_regs_per_thread(kThreads)),
+                "the setmaxnreg split must fit");
+};
+
+template <int kPrepWG, int kConsumerWG, bool kIdle>
+__global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThreads, 1) fused_piece_kernel(FusedArgs a) {
+  using C = FusedConfig<kPrepWG, kConsumerWG, kIdle>;
+  using S_t = tile::Acc<128>;
+  using XO_t = tile::Acc<32>;
+  extern __shared__ unsigned char smem_raw[];
+  FusedStorage<kPrepWG, kConsumerWG>& st = *tile::smem_storage<FusedStorage<kPrepWG, kConsumerWG>>(smem_raw);
+  constexpr int kRing = FusedStorage<kPrepWG, kConsumerWG>::kRing;
+  const int hv = blockIdx.x;
+  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kRing; ++s) {
+      ptx::mbar_init(&st.full[s], 128);                // the preparing warpgroup's threads
+      ptx::mbar_init(&st.empty[s], 128 * kConsumerWG);  // every consumer lane
+    }
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+  if (wg < kPrepWG) {
+    // ---- Preparation warpgroup wg: chunks wg, wg + kPrepWG, ... ----------------------------------
+    if constexpr (C::kSetRegs) ptx::setmaxnreg_dec<C::kPrepRegs>();
+    auto prepare = [&](auto env_tag, int c) {
+      const int s = c % kRing, use = c / kRing;
+      if (use > 0) ptx::mbar_wait(&st.empty[s], (use - 1) & 1);
+      unsigned char* stage = reinterpret_cast<unsigned char*>(&st.stage[s]);
+      // The chunk's values (as the recurrence's producer copies them): 256 pieces, two per thread.
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int k = t + 128 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;
+        const uint16_t* src = a.v + static_cast<int64_t>(c * 16 + j) * a.v_st.t + hv * a.v_st.h + 64 * w + 8 * q;
+        ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);
+      }
+      using Env = decltype(env_tag);
+      Env env = env_tag;
+      env.t = t;
+      env.stage = stage;
+      prepare_chunk<GateKind::kBounded, false>(a.pp, st.prep[wg], c, hv, env);
+      ptx::cp_async_wait_group<0>();
+      ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
+      ptx::mbar_arrive(&st.full[s]);
+      env.sync();  // prepare_chunk's shared memory is reused by the next call
+    };
+    for (int c = wg; c < a.chunks; c += kPrepWG) {
+      if constexpr (kPrepWG <= 2) {  // barrier ids as immediates: one inlined preparation per warpgroup
+        if (wg == 0)
+          prepare(StageEnv<1>{}, c);
+        else
+          prepare(StageEnv<2>{}, c);
+      } else {  // one preparation for all (a register id: ptxas then reserves all 16 barriers, 1 CTA per SM)
+        prepare(StageEnvAny{t, nullptr, wg + 1}, c);
+      }
+    }
+    return;
+  }
+  // ---- Consumers: the wgmma recurrence's step (chunk_recurrence_wgmma_kernel.cuh) ------------------
+  if constexpr (C::kSetRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
+  constexpr int kHalves = kConsumerWG == 1 ? 2 : 1;  // 64-row halves per consumer warpgroup
+  const int cw = wg - kPrepWG;
+  const int wi = warp & 3;
+  auto half_of = [&](int h) { return kHalves == 2 ? h : cw; };  // value rows 64 half ..
+  // The state in registers: this warpgroup's 64 rows, or with two halves the half being stepped (the
+  // other one parked in shared memory, swapped per thread: no other thread touches its slots).
+  S_t S;
+  float4* park = &st.park[t];  // park[128 * j]: this thread's float4 j
+  auto swap_parked = [&] {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float4 x = park[128 * j];
+      park[128 * j] = make_float4(S.v[4 * j], S.v[4 * j + 1], S.v[4 * j + 2], S.v[4 * j + 3]);
+      S.v[4 * j] = x.x;
+      S.v[4 * j + 1] = x.y;
+      S.v[4 * j + 2] = x.z;
+      S.v[4 * j + 3] = x.w;
+    }
+  };
+#pragma unroll
+  for (int h = kHalves - 1; h >= 0; --h) {  // half 1 first, parked; half 0 stays
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      const float2 x = *reinterpret_cast<const float2*>(a.h0 + idx);
+      S.v[i] = x.x;
+      S.v[i + 1] = x.y;
+    }
+    if (h == 1) swap_parked();
+  }
+  unsigned char* out_tile = st.out[warp - 4 * kPrepWG];
+  RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
+  rp.out = a.out;
+  rp.out_st = a.out_st;
+  const SequenceSpan span{0, 0, 16 * a.chunks, 0};
+  auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
+  // One 64-row chain's step on chunk i, stage stg (the kernel's step).
+  auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
+    const uint32_t wq_addr = smem(stg.wq.bytes);
+    uint32_t sa[8][4];
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
+    float2 gm[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
+    XO_t xo, uo;
+    uo.fence_operand();
+    xo.fence_operand();
+    ptx::wgmma_fence();
+    {
+      const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem(stg.vt[half].bytes));
+      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem(stg.tp_lo.bytes)), false);
+      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem(stg.tp_hi.bytes)), true);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    uo.fence_operand();
+    xo.fence_operand();
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      S.v[4 * j] *= gm[j].x;
+      S.v[4 * j + 1] *= gm[j].y;
+      S.v[4 * j + 2] *= gm[j].x;
+      S.v[4 * j + 3] *= gm[j].y;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];
+    uint32_t ua[4];
+    uo.to_a(0, ua);
+    const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(stg.kr.bytes));
+    S.fence_operand();
+    ptx::wgmma_fence();
+    S.mma_rs<1>(ua, d_kr, true);
+    ptx::wgmma_commit_group();
+    {  // O = O0 + Oin, this warp's 16 rows, as the kernel stores them
+      float o[2][4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[0][e] = uo.v[8 + e] + xo.v[8 + e];
+        o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+      }
+      store_out_rows(o, out_tile, rp, span, hv, i, 16, 64 * half + 16 * wi, lane);
+    }
+    ptx::wgmma_wait_group<0>();
+    S.fence_operand();
+  };
+  for (int i = 0; i < a.chunks; ++i) {
+    const int s = i % kRing;
+    auto& stg = st.stage[s];
+    ptx::mbar_wait(&st.full[s], (i / kRing) & 1);
+    if constexpr (!kIdle) {
+      ptx::fence_proxy_async_shared();
+      step(S, half_of(0), stg, i);
+      if constexpr (kHalves == 2) {
+        swap_parked();
+        step(S, 1, stg, i);
+        swap_parked();
+      }
+    }
+    ptx::mbar_arrive(&st.empty[s]);
+  }
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    if (h == 1) swap_parked();
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      *reinterpret_cast<float2*>(a.ht + idx) = make_float2(S.v[i], S.v[i + 1]);
+    }
+  }
+}
+
+}  // namespace
