@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +57,18 @@ __global__ inline void fill_f32(float* p, size_t n, uint64_t seed, bool normal) 
 __global__ inline void count_non_finite_bf16(const uint16_t* p, size_t n, unsigned long long* count) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     if ((p[i] & 0x7f80u) == 0x7f80u) atomicAdd(count, 1ull);
+}
+
+// Relative L2 error of x against ref (same length).
+template <typename X, typename R>
+double rel_l2(const std::vector<X>& x, const std::vector<R>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = static_cast<double>(x[i]) - static_cast<double>(ref[i]);
+    num += d * d;
+    den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
+  }
+  return std::sqrt(num / den);
 }
 
 inline double median(std::vector<double> v) {

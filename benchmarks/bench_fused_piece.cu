@@ -32,14 +32,6 @@
 
 namespace {
 
-double rel_l2(const std::vector<float>& x, const std::vector<float>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (double(x[i]) - ref[i]) * (double(x[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
-}
 
 // Median CUDA-graph replay time (ms) of whatever `enqueue` puts on `stream`.
 template <typename F>

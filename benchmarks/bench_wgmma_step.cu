@@ -48,14 +48,6 @@ T* to_device(const std::vector<T>& h) {
   return d;
 }
 
-double rel_l2(const std::vector<float>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (x[i] - ref[i]) * (x[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / den);
-}
 
 }  // namespace
 
@@ -145,7 +137,7 @@ int main(int argc, char** argv) {
     std::vector<float> s_gpu(128 * 128), o_gpu(128 * 16);
     CUDA_OK(cudaMemcpy(s_gpu.data(), ds_out, s_gpu.size() * 4, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(o_gpu.data(), do_out, o_gpu.size() * 4, cudaMemcpyDeviceToHost));
-    const double es = rel_l2(s_gpu, S), eo = rel_l2(o_gpu, O);
+    const double es = bench::rel_l2(s_gpu, S), eo = bench::rel_l2(o_gpu, O);
     const bool pass = es < 2e-3 && eo < 2e-3;
     ok = ok && pass;
     std::printf("variant %2d %-44s check (%d steps vs CPU emulation): state %.2e, out %.2e: %s; %d bytes smem\n", kV,

@@ -47,29 +47,22 @@ struct FusedStorage {
   uint64_t empty[kRing];
 };
 
-// prepare_chunk's environment in this kernel: the 128 threads of preparation warpgroup kBar - 1
-// (named barrier kBar), the record's stores sent to `stage`.
+// prepare_chunk's environment in this kernel: the 128 threads of one preparation warpgroup, whose
+// barrier is named barrier kBar (an immediate), or with kBar = 0 named barrier `bar` (a register:
+// ptxas then reserves all 16 barriers of the CTA, harmless at one CTA per SM); the record's stores
+// are sent to `stage`.
 template <int kBar>
 struct StageEnv {
   int t;
   unsigned char* stage;
+  int bar = kBar;
   __device__ __forceinline__ int tid() const { return t; }
-  __device__ __forceinline__ void sync() const { asm volatile("bar.sync %0, 128;\n" ::"n"(kBar) : "memory"); }
-  template <typename T>
-  __device__ __forceinline__ T* at(const uint8_t* rec, T* dst) const {
-    const uint32_t off = static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(dst) - rec);
-    return reinterpret_cast<T*>(stage + wgmma_recurrence_detail::stage_offset_of_piece<L>(static_cast<int>(off >> 4)) +
-                                (off & 15));
+  __device__ __forceinline__ void sync() const {
+    if constexpr (kBar > 0)
+      asm volatile("bar.sync %0, 128;\n" ::"n"(kBar) : "memory");
+    else
+      asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
   }
-};
-
-// The same with the barrier id in a register (three or four preparation warpgroups).
-struct StageEnvAny {
-  int t;
-  unsigned char* stage;
-  int bar;
-  __device__ __forceinline__ int tid() const { return t; }
-  __device__ __forceinline__ void sync() const { asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory"); }
   template <typename T>
   __device__ __forceinline__ T* at(const uint8_t* rec, T* dst) const {
     const uint32_t off = static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(dst) - rec);
@@ -161,7 +154,7 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
         else
           prepare(StageEnv<2>{}, c);
       } else {  // one preparation for all (a register id: ptxas then reserves all 16 barriers, 1 CTA per SM)
-        prepare(StageEnvAny{t, nullptr, wg + 1}, c);
+        prepare(StageEnv<0>{t, nullptr, wg + 1}, c);
       }
     }
     return;
@@ -210,9 +203,8 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
     uint32_t sa[8][4];
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
-    float2 gm[16];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
+    float2 gm[S_t::kColPairs];
+    S_t::load_col_factors(t, stg.gamma, gm);
     XO_t xo, uo;
     uo.fence_operand();
     xo.fence_operand();
@@ -228,13 +220,7 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
     ptx::wgmma_wait_group<0>();
     uo.fence_operand();
     xo.fence_operand();
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      S.v[4 * j] *= gm[j].x;
-      S.v[4 * j + 1] *= gm[j].y;
-      S.v[4 * j + 2] *= gm[j].x;
-      S.v[4 * j + 3] *= gm[j].y;
-    }
+    S.mul_cols(gm);
 #pragma unroll
     for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];
     uint32_t ua[4];

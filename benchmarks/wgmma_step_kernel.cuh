@@ -84,26 +84,13 @@ enum Variant : int {
 __device__ const uint4* g_images = nullptr;
 __device__ int g_n_images = 1;
 __device__ uint4* g_dump = nullptr;
+// One non-blocking test of a phase (acquire when it succeeds), and a poll made of such tests.
 __device__ __forceinline__ bool test_wait_once(uint64_t* bar, uint32_t parity) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  uint32_t done = 0;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(a), "r"(parity)
-      : "memory");
-  return done != 0;
+  return cuda::ptx::mbarrier_test_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cta, bar, parity);
 }
 __device__ __forceinline__ void test_wait_parity(uint64_t* bar, uint32_t parity) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-  } while (!done);
+  while (!test_wait_once(bar, parity)) {
+  }
 }
 
 __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity, bool hint) {
@@ -296,7 +283,7 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
   const int warp = tid >> 5, lane = tid & 31, wi = warp & 3;
   XO_t xo, uo;
   float acc = 0.0f;
-  float2 gnext[16];
+  float2 gnext[S_t::kColPairs];
   bool ready = false;
   for (int step = 0; step < steps; ++step) {
     const int s = (kV & kRing) ? step % kRingStages : 0;
@@ -320,17 +307,13 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
     uint32_t sa[8][4];
 #pragma unroll
     for (int k = 0; k < 8; ++k) S.to_a(k, sa[k]);
-    float2 gm[16];
+    float2 gm[S_t::kColPairs];
     if constexpr ((kV & kGammaEarly) != 0) {
-      if (step == 0) {
+      if (step == 0) S_t::load_col_factors(t, sg.gamma, gnext);
 #pragma unroll
-        for (int j = 0; j < 16; ++j) gnext[j] = *reinterpret_cast<const float2*>(sg.gamma + S_t::col(t, 4 * j));
-      }
-#pragma unroll
-      for (int j = 0; j < 16; ++j) gm[j] = gnext[j];
+      for (int j = 0; j < S_t::kColPairs; ++j) gm[j] = gnext[j];
     } else if constexpr ((kV & kGammaSmem) != 0) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(sg.gamma + S_t::col(t, 4 * j));
+      S_t::load_col_factors(t, sg.gamma, gm);
     }
     const uint32_t wq_addr = (kV & kRing) ? saddr(sg.wq.bytes) : wq0;
     uo.fence_operand();
@@ -360,13 +343,7 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
     uo.fence_operand();
     xo.fence_operand();
     if constexpr ((kV & kGammaSmem) != 0) {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        S.v[4 * j] *= gm[j].x;
-        S.v[4 * j + 1] *= gm[j].y;
-        S.v[4 * j + 2] *= gm[j].x;
-        S.v[4 * j + 3] *= gm[j].y;
-      }
+      S.mul_cols(gm);
     } else if constexpr (kAfter) {
 #pragma unroll
       for (int i = 0; i < S_t::kCount; ++i) S.v[i] *= g[i];
@@ -390,11 +367,7 @@ __global__ void __launch_bounds__((kV & (kMbar | kCap)) ? 384 : 256, 1) wgmma_st
         const int sn = (step + 1) % kRingStages;
         wait_parity(&st.full[sn], ((step + 1) / kRingStages) & 1, !(kV & kNoHint));
         if constexpr ((kV & (kNoFence | kProducerFence)) == 0) ptx::fence_proxy_async_shared();
-        if constexpr ((kV & kGammaEarly) != 0) {
-#pragma unroll
-          for (int j = 0; j < 16; ++j)
-            gnext[j] = *reinterpret_cast<const float2*>(st.stage[sn].gamma + S_t::col(t, 4 * j));
-        }
+        if constexpr ((kV & kGammaEarly) != 0) S_t::load_col_factors(t, st.stage[sn].gamma, gnext);
       }
     }
     if constexpr ((kV & kOut) != 0) {

@@ -56,6 +56,24 @@ struct Acc {
     for (int q = 0; q < 4; ++q)
       a[q] = ptx::pack_bf16x2(v[WgmmaAcc::acc_index_of_a(s, q, 0)], v[WgmmaAcc::acc_index_of_a(s, q, 1)]);
   }
+  // Factors per column, two columns per entry: f[j] holds those of columns col(t, 4j) and col(t, 4j) + 1,
+  // the columns of elements 4j..4j+3 (rows r and r + 8). load_col_factors reads thread t's from a row
+  // of N floats (shared memory); mul_cols multiplies each element by its column's factor
+  // (this · Diag(f)).
+  static constexpr int kColPairs = kCount / 4;
+  __device__ __forceinline__ static void load_col_factors(int t, const float* row, float2 (&f)[kColPairs]) {
+#pragma unroll
+    for (int j = 0; j < kColPairs; ++j) f[j] = *reinterpret_cast<const float2*>(row + col(t, 4 * j));
+  }
+  __device__ __forceinline__ void mul_cols(const float2 (&f)[kColPairs]) {
+#pragma unroll
+    for (int j = 0; j < kColPairs; ++j) {
+      v[4 * j] *= f[j].x;
+      v[4 * j + 1] *= f[j].y;
+      v[4 * j + 2] *= f[j].x;
+      v[4 * j + 3] *= f[j].y;
+    }
+  }
   // The same operand as a bf16 hi + lo pair (ptx::split_bf16x2: hi = bf16(x), lo = bf16(x - hi)):
   // two register-A operands whose products sum to ~16 significant bits of x.
   __device__ __forceinline__ void to_a_split(int s, uint32_t (&hi)[4], uint32_t (&lo)[4]) const {

@@ -257,9 +257,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
       // Γ of this thread's 32 key columns, loaded before the batch so that S·Diag(Γ) after it does
       // not wait for shared memory.
-      float2 gm[16];
-#pragma unroll
-      for (int j = 0; j < 16; ++j) gm[j] = *reinterpret_cast<const float2*>(stg.gamma + S_t::col(t, 4 * j));
+      float2 gm[S_t::kColPairs];
+      S_t::load_col_factors(t, stg.gamma, gm);
       XO_t xo, uo;
       uo.fence_operand();
       xo.fence_operand();
@@ -277,13 +276,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       xo.fence_operand();
       // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
       // Γ loaded before the batch (see the top of the file).
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        S.v[4 * j] *= gm[j].x;
-        S.v[4 * j + 1] *= gm[j].y;
-        S.v[4 * j + 2] *= gm[j].x;
-        S.v[4 * j + 3] *= gm[j].y;
-      }
+      S.mul_cols(gm);
 #pragma unroll
       for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
       uint32_t ua[4];

@@ -84,7 +84,7 @@ struct PrepSmem {
 
 // Where prepare_chunk runs and where its record goes. The default: the 128 threads of a CTA
 // (__syncthreads) writing the record to global memory at `rec`. A kernel that prepares chunks beside
-// other roles (issue 10's single pass; benchmarks/bench_fused_piece.cu) passes an environment whose
+// other roles (issue 10's single pass; benchmarks/fused_piece_kernel.cuh) passes an environment whose
 // threads are one warpgroup of a larger CTA (a named barrier) and whose `at` sends each record store
 // (4 or 16 bytes, inside one 16-byte piece) to a shared-memory stage instead: `at(rec, dst)` gets the
 // global address the store would have, `rec` + its byte offset in the record.
