@@ -66,8 +66,7 @@ struct StageEnv {
   template <typename T>
   __device__ __forceinline__ T* at(const uint8_t* rec, T* dst) const {
     const uint32_t off = static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(dst) - rec);
-    return reinterpret_cast<T*>(stage + wgmma_recurrence_detail::stage_offset_of_piece<L>(static_cast<int>(off >> 4)) +
-                                (off & 15));
+    return reinterpret_cast<T*>(stage + off);  // the record is the stage's first bytes (wgmma_stage.h)
   }
 };
 

@@ -280,6 +280,42 @@ TEST(TileTensorMap, RejectsBadArgumentsByName) {
   EXPECT_EQ(sm90::tensor_map_swizzle(Swizzle::kNone), CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
+// The rank-N form (the wgmma recurrence's map of v, rank 4): each bad argument named with its dimension,
+// before the driver is asked.
+TEST(TileTensorMap, RankNRejectsBadArgumentsByName) {
+  alignas(64) static unsigned char buffer[64];
+  CUtensorMap map;
+  const void* base = buffer;
+  const auto expect_error = [](kda_status st, const char* name) {
+    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << st.message;
+    EXPECT_NE(std::string(st.message).find(name), std::string::npos) << st.message;
+    EXPECT_NE(std::string(st.message).find("make_tensor_map_bf16"), std::string::npos) << st.message;
+  };
+  using sm90::make_tensor_map_bf16;
+  const uint64_t dims[4] = {128, 8, 1024, 2}, strides[3] = {128, 1024, 1024 * 1024};
+  const uint32_t box[4] = {64, 1, 16, 1};
+  expect_error(make_tensor_map_bf16(nullptr, base, 4, dims, strides, box, Swizzle::k128B), "map is NULL");
+  expect_error(make_tensor_map_bf16(&map, nullptr, 4, dims, strides, box, Swizzle::k128B), "base is NULL");
+  expect_error(make_tensor_map_bf16(&map, buffer + 8, 4, dims, strides, box, Swizzle::k128B), "aligned");
+  expect_error(make_tensor_map_bf16(&map, base, 0, dims, strides, box, Swizzle::k128B), "rank = 0");
+  expect_error(make_tensor_map_bf16(&map, base, 6, dims, strides, box, Swizzle::k128B), "rank = 6");
+  expect_error(make_tensor_map_bf16(&map, base, 4, nullptr, strides, box, Swizzle::k128B), "must not be NULL");
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, nullptr, box, Swizzle::k128B), "must not be NULL");
+  const uint64_t zero_dim[4] = {128, 8, 0, 2};
+  expect_error(make_tensor_map_bf16(&map, base, 4, zero_dim, strides, box, Swizzle::k128B), "dims[2] = 0");
+  const uint64_t odd_stride[3] = {128, 1020, 1024 * 1024};
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, odd_stride, box, Swizzle::k128B), "strides[1] = 1020");
+  const uint64_t zero_stride[3] = {128, 1024, 0};
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, zero_stride, box, Swizzle::k128B), "strides[2] = 0");
+  const uint32_t big_box[4] = {64, 1, 257, 1};
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, strides, big_box, Swizzle::k128B), "box[2] = 257");
+  const uint32_t odd_box[4] = {12, 1, 16, 1};
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, strides, odd_box, Swizzle::k128B), "box[0] = 12");
+  const uint32_t wide_box[4] = {128, 1, 16, 1};
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, strides, wide_box, Swizzle::k128B), "128-byte swizzle");
+  expect_error(make_tensor_map_bf16(&map, base, 4, dims, strides, box, static_cast<Swizzle>(16)), "swizzle = 16");
+}
+
 // What a CTA launched with __launch_bounds__(threads, 1) holds per thread: the busiest
 // sub-partition's share (ptxas gave 168 for 288 and for 384 threads on 2026-12-01), and which
 // setmaxnreg splits fit in it (112 / 200 / 200 with 384 threads made setmaxnreg.inc wait forever).

@@ -94,7 +94,7 @@ cudaError_t launch_decode_kernel(int64_t ctas, int threads, int smem, int smem_m
                                  const DecodeParams& p) {
   const dim3 grid(static_cast<unsigned>(ctas));
   if (smem > 48 * 1024)
-    return launch_with_smem_limit<kKernel>(grid, threads, smem, smem_max, stream, FLASH_KDA_DECODE_PDL != 0, p);
+    return launch_with_smem_limit<kKernel>(grid, threads, smem, smem_max, stream, FLASH_KDA_DECODE_PDL != 0, nullptr, p);
   return launch_kernel(kKernel, grid, threads, smem, stream, FLASH_KDA_DECODE_PDL != 0, p);
 }
 

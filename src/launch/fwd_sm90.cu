@@ -24,6 +24,7 @@
 #include "src/launch/launch.h"
 #include "src/launch/launch_util.cuh"
 #include "src/launch/plan.h"
+#include "src/launch/tensor_map.h"
 
 namespace kda::sm90 {
 namespace {
@@ -61,6 +62,11 @@ constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 // always run on mma.sync).
 #ifndef FLASH_KDA_WGMMA_RECURRENCE
 #define FLASH_KDA_WGMMA_RECURRENCE 1
+#endif
+// The wgmma recurrence's values by tensor copies (1, since version 37) or by cp.async of every piece
+// (0: what a launch does when the driver rejects the tensor map; a build variant for measuring).
+#ifndef FLASH_KDA_VALUE_TMA
+#define FLASH_KDA_VALUE_TMA 1
 #endif
 
 int64_t num_vchunks(const Problem& pr) {
@@ -215,16 +221,66 @@ kda_status launch_recurrence(const RecurrenceParams& rp, int64_t ctas, cudaStrea
       "chunk_recurrence_kernel", grid, Layout::kThreads, static_cast<int>(Layout::kBytes), stream, dependent, rp);
 }
 
+// The wgmma recurrence's tensor map of v (its kernel's v_map parameter): {V, HV, T, B} innermost
+// first, boxes of 64 value rows x 1 head x 16 tokens x 1 batch row, 128B swizzle (the stage's VtTile).
+// A dimension of size 1 gets a dense stride (the caller's may be anything there). False for a
+// broadcast dimension (stride 0 over more than one element) and when the driver rejects the map: the
+// kernel then copies the values by cp.async.
+template <int kWG>
+bool make_value_map(const RecurrenceParams& rp, CUtensorMap* map) {
+  using L = WgmmaRecurrenceLayout<kWG>;
+  const SequenceLayout& sq = rp.seq;
+  const uint64_t T = sq.cu_seqlens != nullptr ? static_cast<uint64_t>(sq.T_total) : static_cast<uint64_t>(sq.T);
+  const uint64_t B = sq.cu_seqlens != nullptr || sq.T <= 0 ? 1 : static_cast<uint64_t>(sq.T_total / sq.T);
+  if (rp.v == nullptr || T == 0 || rp.HV <= 0) return false;
+  const uint64_t dims[4] = {128, static_cast<uint64_t>(rp.HV), T, B};
+  const int64_t given[3] = {rp.v_st.h, rp.v_st.t, rp.v_st.b};
+  uint64_t strides[3];
+  uint64_t dense = 128;  // elements spanned by the dimensions inside
+  for (int d = 0; d < 3; ++d) {
+    if (dims[d + 1] > 1 && given[d] <= 0) return false;  // a broadcast (stride 0): no tensor map describes it
+    strides[d] = dims[d + 1] == 1 ? dense : static_cast<uint64_t>(given[d]);
+    dense = strides[d] * dims[d + 1];
+  }
+  static_assert(L::VtTile::kRows == 16 && L::VtTile::kCols == 64 && L::VtTile::kSwizzle == tile::Swizzle::k128B,
+                "the box is the stage's value tile");
+  // The last map of this host thread is kept (serving loops and graph captures repeat the same v):
+  // the encoding is a pure function of these arguments.
+  struct Last {
+    const void* base = nullptr;
+    uint64_t dims[4] = {}, strides[3] = {};
+    CUtensorMap map{};
+    bool ok = false;
+  };
+  thread_local Last last;
+  if (last.base == rp.v && std::equal(dims, dims + 4, last.dims) && std::equal(strides, strides + 3, last.strides)) {
+    *map = last.map;
+    return last.ok;
+  }
+  const uint32_t box[4] = {64, 1, 16, 1};
+  const bool ok = make_tensor_map_bf16(map, rp.v, 4, dims, strides, box, tile::Swizzle::k128B).code == KDA_OK;
+  last.base = rp.v;
+  std::copy(dims, dims + 4, last.dims);
+  std::copy(strides, strides + 3, last.strides);
+  last.map = *map;
+  last.ok = ok;
+  return ok;
+}
+
 template <int kWG>
 kda_status launch_recurrence_wgmma(const RecurrenceParams& rp, int64_t ctas, cudaStream_t stream, bool dependent) {
   using L = WgmmaRecurrenceLayout<kWG>;
   const dim3 grid(static_cast<unsigned>(ctas));
   const int smem = static_cast<int>(tile::smem_bytes<typename L::Storage>());
+  CUtensorMap v_map{};
+  const int32_t v_tma = FLASH_KDA_VALUE_TMA != 0 && make_value_map<kWG>(rp, &v_map) ? 1 : 0;
   if (rp.method == SplitMethod::kWarmup)
     return launch_with_smem<chunk_recurrence_wgmma_kernel<kWG, true>>("chunk_recurrence_wgmma_kernel", grid,
-                                                                      L::kThreads, smem, stream, dependent, rp);
+                                                                      L::kThreads, smem, stream, dependent, rp, v_map,
+                                                                      v_tma);
   return launch_with_smem<chunk_recurrence_wgmma_kernel<kWG, false>>("chunk_recurrence_wgmma_kernel", grid,
-                                                                     L::kThreads, smem, stream, dependent, rp);
+                                                                     L::kThreads, smem, stream, dependent, rp, v_map,
+                                                                     v_tma);
 }
 
 }  // namespace

@@ -20,9 +20,10 @@ namespace kda::sm90 {
 #endif
 
 // Launches `kernel` on `stream`; `dependent`: as a programmatic dependent of the previous kernel.
-template <typename Params>
-cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, int threads, int smem, cudaStream_t stream,
-                          bool dependent, const Params& params) {
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream,
+                          bool dependent, const Args&... params) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "one argument per kernel parameter");
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
@@ -33,7 +34,7 @@ cudaError_t launch_kernel(void (*kernel)(Params), dim3 grid, int threads, int sm
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = (dependent && FLASH_KDA_PDL) ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, params);
+  return cudaLaunchKernelEx(&cfg, kernel, params...);
 }
 
 // Streaming multiprocessors of the current device (132 when the runtime cannot say).
@@ -68,13 +69,13 @@ cudaError_t set_smem_once(int bytes, bool forget = false) {
 // Sets kKernel's shared-memory limit to `limit` bytes (once per device; limit >= smem) and launches
 // it with `smem` bytes. A failed launch sets the attribute again and retries once: after a device
 // reset the attribute is gone while the bit is not (a failed launch enqueues nothing). `*attribute_failed`
-// (optional) tells whether the error returned comes from the attribute or from the launch.
-template <auto kKernel, typename Params>
+// (optional, may be nullptr) tells whether the error returned comes from the attribute or from the launch.
+template <auto kKernel, typename... Params>
 cudaError_t launch_with_smem_limit(dim3 grid, int threads, int smem, int limit, cudaStream_t stream, bool dependent,
-                                   const Params& params, bool* attribute_failed = nullptr) {
+                                   bool* attribute_failed, const Params&... params) {
   if (attribute_failed != nullptr) *attribute_failed = false;
   cudaError_t err = set_smem_once<kKernel>(limit);
-  if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
+  if (err == cudaSuccess) err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params...);
   if (err != cudaSuccess) {
     cudaGetLastError();
     err = set_smem_once<kKernel>(limit, /*forget=*/true);
@@ -82,19 +83,19 @@ cudaError_t launch_with_smem_limit(dim3 grid, int threads, int smem, int limit, 
       if (attribute_failed != nullptr) *attribute_failed = true;
       return err;
     }
-    err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params);
+    err = launch_kernel(kKernel, grid, threads, smem, stream, dependent, params...);
   }
   return err;
 }
 
 // launch_with_smem_limit with the limit at the launch's own size (kernels whose shared memory does
 // not vary between calls), errors as a status naming `name`.
-template <auto kKernel, typename Params>
+template <auto kKernel, typename... Params>
 kda_status launch_with_smem(const char* name, dim3 grid, int threads, int smem, cudaStream_t stream, bool dependent,
-                            const Params& params) {
+                            const Params&... params) {
   bool attribute_failed = false;
   const cudaError_t err =
-      launch_with_smem_limit<kKernel>(grid, threads, smem, smem, stream, dependent, params, &attribute_failed);
+      launch_with_smem_limit<kKernel>(grid, threads, smem, smem, stream, dependent, &attribute_failed, params...);
   if (err != cudaSuccess)
     return cuda_error((std::string(name) + (attribute_failed ? ": cudaFuncSetAttribute" : " launch")).c_str(), err);
   return make_ok();

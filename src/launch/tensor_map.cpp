@@ -34,6 +34,33 @@ const EncodeEntry& encode_entry() {
 
 constexpr const char* kWhat = "make_tensor_map_2d_bf16";
 
+// cuTensorMapEncodeTiled on checked arguments (strides in elements of dimensions 1..rank-1).
+kda_status encode_bf16(CUtensorMap* map, const void* base, int rank, const uint64_t* dims, const uint64_t* strides,
+                       const uint32_t* box, tile::Swizzle swizzle, const char* what) {
+  const EncodeEntry& entry = encode_entry();
+  if (entry.fn == nullptr)
+    return make_error(KDA_ERROR_CUDA,
+                      "%s: cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) failed: CUDA error %s, query "
+                      "result %d",
+                      what, cudaGetErrorName(entry.err), static_cast<int>(entry.query));
+  cuuint64_t gdims[5], gstrides[4];
+  cuuint32_t gbox[5], element_strides[5];
+  for (int d = 0; d < rank; ++d) {
+    gdims[d] = dims[d];
+    gbox[d] = box[d];
+    element_strides[d] = 1;
+    if (d >= 1) gstrides[d - 1] = strides[d - 1] * 2;  // bytes
+  }
+  const CUresult r = entry.fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank),
+                              const_cast<void*>(base), gdims, gstrides, gbox, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, tensor_map_swizzle(swizzle),
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return make_error(KDA_ERROR_CUDA, "%s: cuTensorMapEncodeTiled rejected the map (CUresult %d)", what,
+                      static_cast<int>(r));
+  return make_ok();
+}
+
 }  // namespace
 
 CUtensorMapSwizzle tensor_map_swizzle(tile::Swizzle swizzle) {
@@ -77,23 +104,47 @@ kda_status make_tensor_map_2d_bf16(CUtensorMap* map, const void* base, uint64_t 
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box_cols = %u (%u bytes) exceeds the %d-byte swizzle span",
                       kWhat, box_cols, box_cols * 2, tile::swizzle_bytes(swizzle));
 
-  const EncodeEntry& entry = encode_entry();
-  if (entry.fn == nullptr)
-    return make_error(KDA_ERROR_CUDA,
-                      "%s: cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) failed: CUDA error %s, query "
-                      "result %d",
-                      kWhat, cudaGetErrorName(entry.err), static_cast<int>(entry.query));
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {row_stride * 2};  // bytes, dimension 1 (dimension 0 is contiguous)
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = entry.fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                              element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, tensor_map_swizzle(swizzle),
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return make_error(KDA_ERROR_CUDA, "%s: cuTensorMapEncodeTiled rejected the map (CUresult %d)", kWhat,
-                      static_cast<int>(r));
-  return make_ok();
+  const uint64_t dims[2] = {cols, rows};
+  const uint64_t strides[1] = {row_stride};
+  const uint32_t box[2] = {box_cols, box_rows};
+  return encode_bf16(map, base, 2, dims, strides, box, swizzle, kWhat);
+}
+
+kda_status make_tensor_map_bf16(CUtensorMap* map, const void* base, int rank, const uint64_t* dims,
+                                const uint64_t* strides, const uint32_t* box, tile::Swizzle swizzle) {
+  constexpr const char* kName = "make_tensor_map_bf16";
+  constexpr uint64_t kMaxDim = uint64_t{1} << 32;
+  constexpr uint64_t kMaxStrideBytes = uint64_t{1} << 40;
+  if (map == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: map is NULL", kName);
+  if (base == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base is NULL", kName);
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base %p is not 16-byte aligned", kName, base);
+  if (rank < 1 || rank > 5)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: rank = %d, must be in [1, 5]", kName, rank);
+  if (dims == nullptr || box == nullptr || (rank > 1 && strides == nullptr))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: dims, box (and, for rank > 1, strides) must not be NULL",
+                      kName);
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] < 1 || dims[d] > kMaxDim)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: dims[%d] = %llu, must be in [1, 2^32]", kName, d,
+                        static_cast<unsigned long long>(dims[d]));
+    if (box[d] < 1 || box[d] > 256)
+      return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box[%d] = %u, must be in [1, 256]", kName, d, box[d]);
+    if (d >= 1 && (strides[d - 1] < 8 || strides[d - 1] >= kMaxStrideBytes / 2 || strides[d - 1] % 8 != 0))
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "%s: strides[%d] = %llu elements, must be a multiple of 8 (16 bytes) in [8, 2^39)", kName,
+                        d - 1, static_cast<unsigned long long>(strides[d - 1]));
+  }
+  if ((box[0] * 2) % 16 != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box[0] = %u, must be a multiple of 8", kName, box[0]);
+  if (swizzle != tile::Swizzle::kNone && swizzle != tile::Swizzle::k32B && swizzle != tile::Swizzle::k64B &&
+      swizzle != tile::Swizzle::k128B)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: swizzle = %d is not a tile::Swizzle", kName,
+                      static_cast<int>(swizzle));
+  if (swizzle != tile::Swizzle::kNone && static_cast<int>(box[0] * 2) > tile::swizzle_bytes(swizzle))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box[0] = %u (%u bytes) exceeds the %d-byte swizzle span",
+                      kName, box[0], box[0] * 2, tile::swizzle_bytes(swizzle));
+  return encode_bf16(map, base, rank, dims, strides, box, swizzle, kName);
 }
 
 }  // namespace kda::sm90

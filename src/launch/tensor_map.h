@@ -22,6 +22,15 @@ namespace kda::sm90 {
 kda_status make_tensor_map_2d_bf16(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols,
                                    uint64_t row_stride, uint32_t box_rows, uint32_t box_cols, tile::Swizzle swizzle);
 
+// A tensor map over a bf16 tensor of `rank` (1..5) dimensions, innermost first: dims[0] contiguous,
+// dimension d >= 1 strides[d - 1] elements apart (each a multiple of 8, i.e. 16 bytes, in [8, 2^39)),
+// read in boxes of box[d] elements (each 1..256; box[0] * 2 a multiple of 16 and, when swizzled, at
+// most the swizzle's bytes), each box laid out in shared memory as box[0]-element rows in `swizzle`.
+// Coordinates in the copies: innermost first. Out-of-range elements of a box read as zero. Errors as
+// make_tensor_map_2d_bf16's, naming the dimension.
+kda_status make_tensor_map_bf16(CUtensorMap* map, const void* base, int rank, const uint64_t* dims,
+                                const uint64_t* strides, const uint32_t* box, tile::Swizzle swizzle);
+
 // The driver's swizzle enum for a tile swizzle.
 CUtensorMapSwizzle tensor_map_swizzle(tile::Swizzle swizzle);
 

@@ -1,4 +1,4 @@
-// Tensor TMA (SM90 cp.async.bulk.tensor): boxes of a 2D tensor described by a CUtensorMap
+// Tensor TMA (SM90 cp.async.bulk.tensor): boxes of a 2D or 4D tensor described by a CUtensorMap
 // (built on the host, src/launch/tensor_map.h) copied between global and shared memory by the copy
 // engine, with the tensor map's swizzle applied on the shared-memory side (src/tile/swizzle.h
 // gives the resulting byte offsets). On CCCL's cuda::ptx where it has the instruction.
@@ -32,6 +32,13 @@ namespace kda::ptx {
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int32_t col, int32_t row,
                                             uint64_t* bar) {
   const int32_t coords[2] = {col, row};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, map, coords, bar);
+}
+
+// 4D box load (coordinates innermost first: {c0, c1, c2, c3}), as tma_load_2d.
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
+                                            int32_t c3, uint64_t* bar) {
+  const int32_t coords[4] = {c0, c1, c2, c3};
   cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, map, coords, bar);
 }
 

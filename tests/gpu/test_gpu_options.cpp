@@ -198,6 +198,35 @@ TEST(GpuOptions, StridedInputsMatchContiguous) {
   expect_identical(p, strided, "strided vs contiguous");
 }
 
+// v broadcast over the value heads (head stride 0): no tensor map describes it, so the wgmma
+// recurrence takes such values by cp.async (its partial-chunk path, for every chunk); the results are
+// those of the same values stored per head, which come by tensor copies, bit for bit. 64 heads run on
+// the wgmma recurrence, 4 heads on the mma.sync one (slices of 16 rows); T = 70: a partial last chunk.
+TEST(GpuOptions, BroadcastValuesMatchMaterialized) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (int64_t h : {64, 4}) {
+    ProblemSpec s;
+    s.B = 2;
+    s.T = 70;
+    s.H = s.HV = h;
+    s.seed = 70 + h;
+    s.context_split = 1;
+    RandomProblem p = make_random_problem(s);
+    for (int64_t bt = 0; bt < s.B * s.T; ++bt)  // every head's values are head 0's
+      for (int64_t hv = 1; hv < h; ++hv)
+        std::copy_n(&p.v[(bt * h) * 128], 128, &p.v[(bt * h + hv) * 128]);
+    RandomProblem broadcast = p;
+    kda_fwd_params bp = broadcast.params();
+    bp.v.stride[2] = 0;
+    ASSERT_EQ(run_on_gpu(p.params()).code, KDA_OK);
+    ASSERT_EQ(run_on_gpu(bp).code, KDA_OK);
+    char name[64];
+    std::snprintf(name, sizeof(name), "broadcast vs materialised v, HV = %lld", static_cast<long long>(h));
+    expect_identical(p, broadcast, name);
+    EXPECT_NE(std::count(p.out.begin(), p.out.end(), uint16_t{0}), static_cast<std::ptrdiff_t>(p.out.size())) << name;
+  }
+}
+
 TEST(GpuSafety, RowsOutsideSequencesAreNeverWritten) {
   KDA_SKIP_WITHOUT_SM90();
   ProblemSpec s;

@@ -27,11 +27,17 @@ using ptx::Frag;
 
 // ---- device probes ------------------------------------------------------------------------------
 
-// X[16][16] = S[16][128] · Wd[16][128]ᵀ with S from C fragments (split hi/lo) and Wd from the record.
+// Elements of a [16][128] operand's buffer: the wide layout, or two column panels of kPanel bytes.
+template <uint32_t kPanel>
+constexpr int kOperandElems = kPanel == 0 ? 16 * 128 : static_cast<int>(kPanel);
+
+// X[16][16] = S[16][128] · Wd[16][128]ᵀ with S from C fragments (split hi/lo) and Wd from the record
+// (kPanel = 0: the wide layout; else the record's panels, Wd as rows 0..15 of [Wd; Qp]).
+template <uint32_t kPanel>
 __global__ void probe_state_times_wide(const float* S, const uint16_t* wd_swizzled, float* X, int split) {
-  __shared__ __align__(128) uint16_t wd[16 * 128];
+  __shared__ __align__(128) uint16_t wd[kOperandElems<kPanel>];
   const int lane = threadIdx.x;
-  for (int i = lane; i < 16 * 128; i += 32) wd[i] = wd_swizzled[i];
+  for (int i = lane; i < kOperandElems<kPanel>; i += 32) wd[i] = wd_swizzled[i];
   __syncwarp();
   float s[16][4];
   for (int nt = 0; nt < 16; ++nt)
@@ -39,7 +45,7 @@ __global__ void probe_state_times_wide(const float* S, const uint16_t* wd_swizzl
   float x[2][4] = {};
   for (int ks = 0; ks < 8; ++ks) {
     uint32_t b[4];
-    sm90::frag::load_b_nmajor(b, reinterpret_cast<const unsigned char*>(wd), ks, lane);
+    sm90::frag::load_b_nmajor<kPanel>(b, reinterpret_cast<const unsigned char*>(wd), ks, lane);
     const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
     uint32_t hi[4], lo[4];
     ptx::c_pair_to_a_split(s[2 * ks], s[2 * ks + 1], hi, lo);
@@ -55,11 +61,13 @@ __global__ void probe_state_times_wide(const float* S, const uint16_t* wd_swizzl
     for (int r = 0; r < 4; ++r) X[Frag::c_row(lane, r) * 16 + nt * 8 + Frag::c_col(lane, r)] = x[nt][r];
 }
 
-// Y[16][128] = U[16][16] · Kr[16][128] with U from C fragments and Kr from the record (k-major).
+// Y[16][128] = U[16][16] · Kr[16][128] with U from C fragments and Kr from the record (k-major; kPanel
+// as above).
+template <uint32_t kPanel>
 __global__ void probe_small_times_kr(const float* U, const uint16_t* kr_swizzled, float* Y) {
-  __shared__ __align__(128) uint16_t kr[16 * 128];
+  __shared__ __align__(128) uint16_t kr[kOperandElems<kPanel>];
   const int lane = threadIdx.x;
-  for (int i = lane; i < 16 * 128; i += 32) kr[i] = kr_swizzled[i];
+  for (int i = lane; i < kOperandElems<kPanel>; i += 32) kr[i] = kr_swizzled[i];
   __syncwarp();
   float u[2][4];
   for (int nt = 0; nt < 2; ++nt)
@@ -68,7 +76,7 @@ __global__ void probe_small_times_kr(const float* U, const uint16_t* kr_swizzled
   ptx::c_pair_to_a(u[0], u[1], a);
   for (int p = 0; p < 8; ++p) {
     uint32_t b[4];
-    sm90::frag::load_b_kmajor(b, reinterpret_cast<const unsigned char*>(kr), p, lane);
+    sm90::frag::load_b_kmajor<kPanel>(b, reinterpret_cast<const unsigned char*>(kr), p, lane);
     for (int h = 0; h < 2; ++h) {
       float y[4] = {};
       const uint32_t bb[2] = {b[2 * h], b[2 * h + 1]};
@@ -210,18 +218,18 @@ double max_rel(const std::vector<float>& x, const std::vector<double>& ref) {
   return num / den;
 }
 
-TEST(Ptx, StateTimesWideOperandSplitAndPlain) {
-  KDA_SKIP_WITHOUT_SM90();
+template <uint32_t kPanel>
+void check_state_times_wide(const char* layout) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   std::vector<float> S(16 * 128), wd(16 * 128);
-  std::vector<uint16_t> wd_sw(16 * 128);
+  std::vector<uint16_t> wd_sw(kOperandElems<kPanel>, 0);
   for (auto& x : S) x = nd(rng);
   for (int i = 0; i < 16; ++i)
     for (int c = 0; c < 128; ++c) {
       const uint16_t b = to_bf16(nd(rng));
       wd[i * 128 + c] = from_bf16(b);
-      wd_sw[ChunkRecord::wide_index(i, c)] = b;
+      wd_sw[ChunkRecord::element_index<kPanel>(i, c)] = b;
     }
   for (int split = 0; split < 2; ++split) {
     std::vector<double> ref(256, 0.0);
@@ -235,24 +243,31 @@ TEST(Ptx, StateTimesWideOperandSplitAndPlain) {
         }
     Buf<float> dS(S), dX(256);
     Buf<uint16_t> dW(wd_sw);
-    probe_state_times_wide<<<1, 32>>>(dS.d, dW.d, dX.d, split);
+    probe_state_times_wide<kPanel><<<1, 32>>>(dS.d, dW.d, dX.d, split);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_LT(max_rel(dX.get(), ref), 1e-5) << "split=" << split;
+    EXPECT_LT(max_rel(dX.get(), ref), 1e-5) << layout << " split=" << split;
   }
 }
 
-TEST(Ptx, SmallTimesKeyMajorRecordOperand) {
+// Both layouts: the preparation's wide tiles and the record's [Wd; Qp] panels (the mma.sync recurrence).
+TEST(Ptx, StateTimesWideOperandSplitAndPlain) {
   KDA_SKIP_WITHOUT_SM90();
+  check_state_times_wide<0>("wide");
+  check_state_times_wide<ChunkRecord::kWqPanelBytes>("record panels");
+}
+
+template <uint32_t kPanel>
+void check_small_times_kr(const char* layout) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd;
   std::vector<float> U(256), kr(16 * 128);
-  std::vector<uint16_t> kr_sw(16 * 128);
+  std::vector<uint16_t> kr_sw(kOperandElems<kPanel>, 0);
   for (auto& x : U) x = nd(rng);
   for (int i = 0; i < 16; ++i)
     for (int c = 0; c < 128; ++c) {
       const uint16_t b = to_bf16(nd(rng));
       kr[i * 128 + c] = from_bf16(b);
-      kr_sw[ChunkRecord::wide_index(i, c)] = b;
+      kr_sw[ChunkRecord::element_index<kPanel>(i, c)] = b;
     }
   std::vector<double> ref(16 * 128, 0.0);
   for (int v = 0; v < 16; ++v)
@@ -260,9 +275,16 @@ TEST(Ptx, SmallTimesKeyMajorRecordOperand) {
       for (int i = 0; i < 16; ++i) ref[v * 128 + c] += double(from_bf16(to_bf16(U[v * 16 + i]))) * kr[i * 128 + c];
   Buf<float> dU(U), dY(16 * 128);
   Buf<uint16_t> dK(kr_sw);
-  probe_small_times_kr<<<1, 32>>>(dU.d, dK.d, dY.d);
+  probe_small_times_kr<kPanel><<<1, 32>>>(dU.d, dK.d, dY.d);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_LT(max_rel(dY.get(), ref), 1e-5);
+  EXPECT_LT(max_rel(dY.get(), ref), 1e-5) << layout;
+}
+
+// Both layouts: the preparation's wide tiles and the record's Kr panels (the mma.sync recurrence).
+TEST(Ptx, SmallTimesKeyMajorRecordOperand) {
+  KDA_SKIP_WITHOUT_SM90();
+  check_small_times_kr<0>("wide");
+  check_small_times_kr<ChunkRecord::kKrPanelBytes>("record panels");
 }
 
 TEST(Ptx, ValuesTransposedTimesSmallAndStmatrixTrans) {

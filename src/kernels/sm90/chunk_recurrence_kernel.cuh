@@ -17,7 +17,8 @@
 //         forms the whole Uᵀ and updates its own columns, and warp cp = 0 forms and stores the
 //         output. Splitting columns shortens the per-chunk critical path (fewer mma per warp) when
 //         few (sequence, head) pairs leave SMs idle.
-// Producer (last warp): per chunk, the chunk record (chunk_record.cuh) and the slice's values by
+// Producer (last warp): per chunk, the chunk record (chunk_record.cuh, copied as it is: these
+//         warps read its panels with ldmatrix) and the slice's values by
 //         cp.async (16 bytes per lane and step; rows past the sequence zero-filled), into a
 //         kStages-deep ring of stages, completing on full[stage] (one arrival per lane);
 //         consumers release a stage with one arrive per lane on empty[stage] (each lane's reads
@@ -47,7 +48,6 @@
 #include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/ptx/barrier.cuh"
-#include "src/ptx/bulk_copy.cuh"
 #include "src/ptx/cp_async.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
@@ -66,12 +66,6 @@ namespace kda::sm90 {
 
 inline constexpr bool kSplitU = FLASH_KDA_SPLIT_U != 0;
 
-// The record of each chunk by one bulk copy (1) or by 16-byte cp.async pieces (0).
-#ifndef FLASH_KDA_RECORD_BULK
-#define FLASH_KDA_RECORD_BULK 0
-#endif
-inline constexpr bool kRecordBulk = FLASH_KDA_RECORD_BULK != 0;
-
 template <int kRowGroups, int kColSplit, int kCtasPerSm = 1>
 struct RecurrenceLayout {
   static constexpr int kWarps = kRowGroups * kColSplit;       // consumer warps
@@ -88,7 +82,7 @@ struct RecurrenceLayout {
   static constexpr int kStages = kStageBudget / kStageBytes < 12 ? static_cast<int>(kStageBudget / kStageBytes) : 12;
   static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
   static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
-  // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), the record's wide layout.
+  // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), in the layout of the record's Kr.
   static constexpr uint32_t kKrLoOffset = kExchangeOffset + kExchangeBytes;
   static constexpr uint32_t kBarrierOffset = kKrLoOffset + kKrLoBytes;
   static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
@@ -124,7 +118,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   if (threadIdx.x == 0) {
     for (int s = 0; s < Layout::kStages; ++s) {
       // full: one cp.async arrival per producer lane; empty: one arrival per consumer lane.
-      ptx::mbar_init(&full[s], kRecordBulk ? 33 : 32);
+      ptx::mbar_init(&full[s], 32);
       ptx::mbar_init(&empty[s], 32 * kWarps);
     }
     ptx::fence_barrier_init();
@@ -181,14 +175,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
         unsigned char* stage = smem + s * Layout::kStageBytes;
         if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
         const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
-        if constexpr (kRecordBulk) {
-          if (lane == 0) {  // one request to the copy engine for the whole record
-            ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes);
-            ptx::bulk_copy_g2s(stage, rec, ChunkRecord::kBytes, &full[s]);
-          }
-        } else {
-          for (int k = lane; k < kRecordPieces; k += 32) ptx::cp_async_16_zfill(stage + 16 * k, rec + 16 * k, true);
-        }
+        for (int k = lane; k < kRecordPieces; k += 32) ptx::cp_async_16_zfill(stage + 16 * k, rec + 16 * k, true);
         if (!transition) {  // a transition runs on zero values: it never reads the value stage
 #pragma unroll
           for (int k = lane; k < kValuePieces; k += 32) {
@@ -253,8 +240,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       for (int kk = 0; kk < kSteps; ++kk) {
         const int ks = cp * kSteps + kk;
         uint32_t bw[4], bq[4];
-        load_b_nmajor(bw, stage + ChunkRecord::kWdOffset, ks, lane);
-        if (out_step) load_b_nmajor(bq, stage + ChunkRecord::kQpOffset, ks, lane);
+        load_b_nmajor<ChunkRecord::kWqPanelBytes>(bw, stage + ChunkRecord::kWdOffset, ks, lane);
+        if (out_step) load_b_nmajor<ChunkRecord::kWqPanelBytes>(bq, stage + ChunkRecord::kQpOffset, ks, lane);
         const uint32_t bw0[2] = {bw[0], bw[1]}, bw1[2] = {bw[2], bw[3]};
         const uint32_t bq0[2] = {bq[0], bq[1]}, bq1[2] = {bq[2], bq[3]};
         uint32_t a_hi[4];
@@ -341,7 +328,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 #pragma unroll
         for (int pp = 0; pp < kTiles / 2; ++pp) {
           uint32_t bk[4];
-          load_b_kmajor(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
+          load_b_kmajor<ChunkRecord::kKrPanelBytes>(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const int i = 2 * pp + hh;
@@ -377,8 +364,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 #pragma unroll
         for (int pp = 0; pp < kTiles / 2; ++pp) {
           uint32_t bk[4], bkl[4];
-          load_b_kmajor(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
-          load_b_kmajor(bkl, smem + Layout::kKrLoOffset, nt0 / 2 + pp, lane);
+          load_b_kmajor<ChunkRecord::kKrPanelBytes>(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
+          load_b_kmajor<ChunkRecord::kKrPanelBytes>(bkl, smem + Layout::kKrLoOffset, nt0 / 2 + pp, lane);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]}, bl[2] = {bkl[2 * hh], bkl[2 * hh + 1]};
@@ -422,7 +409,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (recurrence_tail.cuh).
     run_tail_jobs(
         p, book, summary_seen, next_job, 32 * kWarps,
-        [&](int32_t) { tail_reset_ring(full, empty, Layout::kStages, kRecordBulk ? 33 : 32, 32 * kWarps); },
+        [&](int32_t) { tail_reset_ring(full, empty, Layout::kStages, 32, 32 * kWarps); },
         [&](int32_t job) {
           if (warp == kWarps)
             tail_combine_barriers(p);

@@ -21,14 +21,18 @@
 //
 // Block: kWG consumer warpgroups (warps 4w..4w+3 own value rows slice·64·kWG + 64w + [0, 64)) and
 // a producer: one warp beside one consumer warpgroup, a whole warpgroup beside two, which hands
-// registers to the consumers by setmaxnreg (wgmma_stage.h). The producer copies each chunk's record
-// into a ring stage by cp.async, 16 bytes per thread and piece, placing every piece where wgmma
-// reads it: the record's [16][128] operands (256-byte rows whose 16-byte chunks are XORed with
-// row % 8) become 128B-swizzled column panels ([panel][row][128 B], the same XOR), Wd and Qp one
-// 32-row tile, Tb and P (hi, lo) two 32-row 32B-swizzled tiles; the values of each warpgroup's
-// rows a [16 tokens][64 rows] 128B-swizzled tile (the MN-major A operand Vᵀ). Barriers as in
-// chunk_recurrence_kernel: full[stage] (one cp.async arrival per producer thread), empty[stage] (one
-// arrival per consumer lane, after its warpgroup's products have read the stage: wgmma.wait_group 0).
+// registers to the consumers by setmaxnreg (wgmma_stage.h). The chunk record is laid out as the
+// ring stage's first bytes (chunk_record.cuh: 128B-swizzled column panels of [Wd; Qp] and Kr, the
+// 32B-swizzled [Tb; P] hi and lo tiles, Γ), so the producer's first thread brings each chunk with one
+// bulk copy of the record and one tensor copy per warpgroup of its values (a 16-token x 64-row box of
+// v with the 128B swizzle: the MN-major A operand Vᵀ; the kernel's v_map, made by the launcher), all completing
+// by bytes on full[stage] (a transition's zero values by a box wholly out of the tensor, which the copy
+// engine fills with zeros). A sequence's partial last chunk and launches without a tensor map take
+// the values by cp.async of the producer's first warp instead (zero-filled past the sequence: a tensor
+// copy would read the next sequence's tokens). 16-byte cp.async of every
+// piece, as until version 36, cost the two-warpgroup step 0.85 us against 0.65-0.74 us for bulk and
+// tensor copies (benchmarks/wgmma_step_kernel.cuh). empty[stage]: one arrival per consumer lane,
+// after its warpgroup's products have read the stage (wgmma.wait_group 0).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -44,6 +48,7 @@
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
 #include "src/ptx/cp_async.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
@@ -69,14 +74,17 @@ inline constexpr bool kWgmmaSplitU = FLASH_KDA_SPLIT_U != 0;
 
 namespace wgmma_recurrence_detail {
 
+inline constexpr int kAnyRole = 0, kProducerRole = 1, kConsumerRole = 2;
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 }  // namespace wgmma_recurrence_detail
 
 template <int kWG, bool kWarm = false>
 __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
-    chunk_recurrence_wgmma_kernel(RecurrenceParams p) {
+    chunk_recurrence_wgmma_kernel(RecurrenceParams p, const __grid_constant__ CUtensorMap v_map, int32_t v_tma) {
   using L = WgmmaRecurrenceLayout<kWG>;
+  static_assert(wgmma_recurrence_detail::record_is_stage_prefix<L>(), "one bulk copy brings the record");
   using Storage = typename L::Storage;
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
@@ -96,7 +104,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::kStages; ++s) {
-      ptx::mbar_init(&full[s], L::kProducerThreads);  // one cp.async arrival per producer thread
+      ptx::mbar_init(&full[s], 1);  // the producer's first thread (expect_tx); cp.async arrivals add their own
       ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
     ptx::fence_barrier_init();
@@ -140,7 +148,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   // half_row >= 0 (tail jobs of warm-up plans, RecurrenceParams::tail_half): the job is the 64 value
   // rows from half_row on, run by consumer warpgroup 0 alone (the others return; the ring's empty
   // barriers then count its lanes only), so that a tail with few pass-2 jobs takes twice the SMs.
-  auto run = [&](const RecurrenceTask& task, bool preloaded, auto kSetRegs, int half_row) {
+  // kRole (std::integral_constant<int>): kAnyRole decides by the warpgroup at run time; kProducerRole
+  // and kConsumerRole compile one role's code only (the warm-up instance's per-role loops, below).
+  auto run = [&](const RecurrenceTask& task, bool preloaded, auto kSetRegs, int half_row, auto kRole) {
+    constexpr int kRoleV = decltype(kRole)::value;
     const bool half = kWG == 2 && half_row >= 0;
     const int hv = task.hv;
     const SequenceSpan& span = task.span;
@@ -154,36 +165,20 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
                              task.c_end * 16 >= span.len;
 
-    if (wg == kWG) {
+    if (kRoleV == kProducerRole || (kRoleV == kAnyRole && wg == kWG)) {
       // ---- Producer (L::kProducerThreads threads) ------------------------------------------------------
       if constexpr (L::kProducerWarpgroup && decltype(kSetRegs)::value) ptx::setmaxnreg_dec<L::kProducerRegs>();
       using Share = ProducerShare<L>;
-      // Producer thread: the block's last 32 or 128 threads. With one warp it is written as the lane (the
-      // same value), which the compiler knows to be < 32: threadIdx.x - 128 there gave a 4% larger cubin.
-      const int pt = Share::kThreads == 32 ? lane : static_cast<int>(threadIdx.x) - 128 * kWG;
-      // Where this thread's record pieces go: the same for every chunk, so computed once (a per-piece
-      // computation in the copy loop made the producer issue-bound). Pieces past the record: none.
-      uint32_t dst[Share::kRecordRounds];
-#pragma unroll
-      for (int j = 0; j < Share::kRecordRounds; ++j)
-        dst[j] = Share::has_record_piece(pt, j) ? stage_offset_of_piece<L>(Share::record_piece(pt, j)) : 0u;
-      // The values likewise: piece k (warpgroup w, token j, 8 rows from 8q) reads token j of chunk c at
-      // vsrc[m] + c·16 token strides, into the same place of every stage.
-      const uint16_t* vsrc[Share::kValueRounds];
-      uint32_t vdst[Share::kValueRounds];
-      int vtok[Share::kValueRounds];
-#pragma unroll
-      for (int m = 0; m < Share::kValueRounds; ++m) {
-        const int k = Share::value_piece(pt, m);
-        const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
-        // (A half job's warpgroup 1 computes nothing: its tile gets warpgroup 0's rows, in range.)
-        vsrc[m] = p.v + span.batch * p.v_st.b + (span.t0 + j) * p.v_st.t + hv * p.v_st.h + row0 +
-                  64 * (half ? 0 : w) + 8 * q;
-        vdst[m] = static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(st.stage[0].vt[w].bytes) -
-                                        reinterpret_cast<const unsigned char*>(&st.stage[0])) +
-                  static_cast<uint32_t>(L::VtTile::offset(j, 8 * q));
-        vtok[m] = j;
-      }
+      // The producer's first warp does the copies (a producer warpgroup's other warps have nothing to do:
+      // they go on to the next job, or end). Its lane 0 issues the bulk and tensor copies; the whole warp
+      // meets only in steps whose values come by cp.async.
+      if (warp != 4 * kWG) return;
+      const int pt = lane;
+      // Tensor copies of the values for whole chunks of a sequence, and of a transition's zeros (a box
+      // wholly before the first token: the copy engine fills it with zeros and completes its bytes).
+      const bool tma = v_tma != 0;
+      const int vx = row0, vt0 = span.t0, vb = span.batch;
+      constexpr uint32_t vt_off = offsetof(typename L::Stage, vt);
       ptx::wait_primary();
       for (int i = 0; i < steps; ++i) {
         const int c = c_start + i;
@@ -191,28 +186,45 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
         const int use = i / L::kStages;
         const int Lc = min(16, span.len - c * 16);
         unsigned char* stage = reinterpret_cast<unsigned char*>(&st.stage[s]);
-        if (use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
-        const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
-#pragma unroll
-        for (int j = 0; j < Share::kRecordRounds; ++j)
-          if (Share::has_record_piece(pt, j))
-            ptx::cp_async_16_zfill(stage + dst[j], rec + 16 * Share::record_piece(pt, j), true);
-        {  // a transition's values are zeros (zero-filled copies): its steps take the same path
-          const int64_t chunk_off = static_cast<int64_t>(c) * 16 * p.v_st.t;
+        const bool by_tma = tma && (Lc == 16 || transition);  // (uniform over the producer)
+        if (pt == 0 && use > 0) ptx::mbar_wait(&empty[s], (use - 1) & 1);
+        if (!by_tma) {
+          __syncwarp();  // the stage is free: lane 0 has seen its empty barrier
+          // Tokens past the sequence and a transition's values are zeros (zero-filled copies): its steps
+          // take the same path.
 #pragma unroll
           for (int m = 0; m < Share::kValueRounds; ++m) {
-            const bool valid = vtok[m] < Lc && !transition;
-            // An invalid piece reads nothing; its address stays the chunk's first token (in range).
-            const uint16_t* src = vsrc[m] + chunk_off - (valid ? 0 : vtok[m] * p.v_st.t);
-            ptx::cp_async_16_zfill(stage + vdst[m], src, valid);
+            const int k = Share::value_piece(pt, m);
+            const int w = k / 128, j = (k / 8) % 16, q = k % 8;  // warpgroup, token, piece of 8 rows
+            const bool valid = j < Lc && !transition;
+            // An invalid piece reads nothing; its address stays the chunk's first token (in range). (A half
+            // job's warpgroup 1 computes nothing: its tile gets warpgroup 0's rows, in range.)
+            const uint16_t* src = p.v + span.batch * p.v_st.b + (span.t0 + 16 * static_cast<int64_t>(c) + (valid ? j : 0)) * p.v_st.t +
+                                  hv * p.v_st.h + row0 + 64 * (half ? 0 : w) + 8 * q;
+            ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, valid);
           }
+          ptx::cp_async_arrive(&full[s]);  // the phase also waits for this thread's copies
+          __syncwarp();  // every such arrival counted before lane 0's can complete the phase
         }
-        if (final_split && i == steps - 1) {
-          const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
-          for (int k = pt; k < kKrLoBytes / 16; k += Share::kThreads)
-            ptx::cp_async_16_zfill(st.kr_lo.bytes + kr_lo_offset_of_piece<L>(k), lo + 16 * k, true);
+        if (pt == 0) {
+          // The record by one bulk copy (it is the stage's first kBytes), each warpgroup's values by one
+          // tensor copy (a 16-token x 64-row box, 128B-swizzled: the VtTile), Kr's low part by one bulk
+          // copy with the chunk of a final update. Completion by bytes on full[s].
+          const bool fin = final_split && i == steps - 1;
+          const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
+          ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes + (by_tma ? kWG * L::VtTile::kBytes : 0) +
+                                                   (fin ? kKrLoBytes : 0));
+          ptx::bulk_copy_g2s(stage, rec, ChunkRecord::kBytes, &full[s]);
+          if (by_tma) {
+#pragma unroll
+            for (int w = 0; w < kWG; ++w)
+              ptx::tma_load_4d(stage + vt_off + w * L::VtTile::kBytes, &v_map, vx + (half ? 0 : 64 * w), hv,
+                               transition ? -16 : vt0 + 16 * c, vb, &full[s]);
+          }
+          if (fin)
+            ptx::bulk_copy_g2s(st.kr_lo.bytes, p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes,
+                               kKrLoBytes, &full[s]);
         }
-        ptx::cp_async_arrive_noinc(&full[s]);
       }
       return;
     }
@@ -343,7 +355,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   };
   if constexpr (!kWarm) {
     if (first.idle) return;
-    run(first, first_preloaded, std::true_type{}, -1);
+    run(first, first_preloaded, std::true_type{}, -1, std::integral_constant<int, kAnyRole>{});
   } else {
     if (first.idle && p.tail == nullptr) return;
     constexpr std::false_type kKeepRegs{};
@@ -353,21 +365,22 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     __shared__ uint64_t summary_seen;
     __shared__ int32_t next_job;
     __shared__ TailBook book;
-    auto jobs = [&] {
+    auto jobs = [&](auto kRole) {
+      constexpr int kRoleV = decltype(kRole)::value;
       // (Thread 0's bookkeeping is set before the first job: nothing of it stays live through the job.)
       if (p.tail != nullptr && threadIdx.x == 0)
         book = TailBook{!first.idle && first.fallback ? TailDone::kPass1 : TailDone::kNothing,
                         static_cast<int64_t>(blockIdx.x % p.units), false};
-      if (!first.idle) run(first, first_preloaded, kKeepRegs, -1);
+      if (!first.idle) run(first, first_preloaded, kKeepRegs, -1, kRole);
       if (p.tail == nullptr) return;
       run_tail_jobs(
           p, book, summary_seen, next_job, 128 * kWG,
           [&](int32_t job) {  // (a half job's empty barriers count warpgroup 0's lanes)
-            tail_reset_ring(full, empty, L::kStages, L::kProducerThreads,
+            tail_reset_ring(full, empty, L::kStages, 1,
                             tail_half_job(p, job) ? 128 : 32 * L::kConsumerWarps);
           },
           [&](int32_t job) {
-            if (wg == kWG)
+            if (kRoleV == kProducerRole || (kRoleV == kAnyRole && wg == kWG))
               tail_combine_barriers(p);
             else
               tail_combine_rows<128 * kWG>(p, job, reinterpret_cast<float*>(&st.stage[0]), threadIdx.x);
@@ -375,20 +388,23 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
           [&](int32_t job) {
             const int32_t j2 = (job - p.tail_combine_jobs) >> p.tail_half;  // pass 2's slot
             run(recurrence_task(p, RecurrencePass::kSecond, j2, true, warm), false, kKeepRegs,
-                tail_half_job(p, job) ? 64 * ((job - p.tail_combine_jobs) & 1) : -1);
+                tail_half_job(p, job) ? 64 * ((job - p.tail_combine_jobs) & 1) : -1, kRole);
           });
     };
-    if constexpr (L::kProducerWarpgroup) {  // (ptxas ignores these in this instance: see below)
-      if (wg == kWG)
+    // One loop per role, each compiled with its role's code only, so that ptxas keeps the setmaxnreg
+    // (with one loop for both roles it ignores it, note C7507, and every warp keeps the launch's 168
+    // registers: the bulk-copy producer of version 37 then made the consumers' step spill 52 bytes).
+    if constexpr (L::kProducerWarpgroup) {
+      if (wg == kWG) {
         ptx::setmaxnreg_dec<L::kProducerRegs>();
-      else
+        jobs(std::integral_constant<int, kProducerRole>{});
+      } else {
         ptx::setmaxnreg_inc<L::kConsumerRegs>();
+        jobs(std::integral_constant<int, kConsumerRole>{});
+      }
+    } else {
+      jobs(std::integral_constant<int, kAnyRole>{});
     }
-    // One copy of the loop for both roles. Both roles reach its code, so ptxas ignores the setmaxnreg
-    // of this instance (its note C7507: every warp keeps the launch's 168 registers, which the step
-    // fits in without spills). Measured alternatives (compile only, 2026-12-01): a copy of the loop per
-    // role keeps the setmaxnreg but spills 148 bytes; no setmaxnreg in this instance spills 32 bytes.
-    jobs();
   }
 }
 

@@ -53,11 +53,11 @@ struct PrepSmem {
   static constexpr int kLd = 132;       // padded row length of the [16][128] float tiles (the column
                                         // loops of the unbounded gates read 4 rows at once)
   static constexpr int kSmallLd = 24;   // [16][16] float tiles: conflict-free 8-byte fragment loads
-  static constexpr int kTile = 16 * 128;  // bf16 elements of a record-layout tile
+  static constexpr int kTile = 16 * 128;  // bf16 elements of a [16][128] tile (the wide layout)
   static constexpr bool kPairwise = kGate != GateKind::kBounded;
   union {
     float G[16 * kLd];         // per-element log2-decay, then its inclusive cumulative sum
-    uint16_t wide_out[2][kTile];  // phases 6-7: Wd and Qp in the record layout, copied out at the end
+    uint16_t wide_out[2][kTile];  // phases 6-7: Wd and Qp (wide layout), copied to the record at the end
   };
   uint16_t kd_hi[kTile], qd_hi[kTile], qd_lo[kTile];  // Kd as one bf16 (A, Wd, Qp); Qd as hi + lo (M, Qp)
   union {
@@ -287,12 +287,15 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_hi) + off) = hi;
         *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sm.ki_lo) + off) = lo;
       }
+      // Kr in the record's panel layout (and its low part in the same layout, at kr_lo). (Computed here:
+      // hoisted out of the loop, it made the gate-0 instance spill at its 80 registers.)
+      const uint32_t kr_off = ChunkRecord::chunk_byte<ChunkRecord::kKrPanelBytes>(r, vec);
       if (kr_lo != nullptr) {  // the sequence's last chunk: Kr's low part too
         pack8_split(kr, hi, lo);
-        *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off)) = hi;
-        *reinterpret_cast<uint4*>(kr_lo + off) = lo;
+        *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + kr_off)) = hi;
+        *reinterpret_cast<uint4*>(kr_lo + kr_off) = lo;
       } else {
-        *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + off)) = pack8(kr);
+        *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + kr_off)) = pack8(kr);
       }
       if constexpr (kBounds) sm.kr_sq[r][vec] = kr_sq;  // summed at the bound
     }
@@ -462,14 +465,19 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   }
   env.sync();
 
-  // ---- Wd and Qp to the record: 16-byte stores of whole rows (the fragments' 4-byte pieces went to
-  // shared memory; written straight to global memory they filled half of each 32-byte sector) ----
+  // ---- Wd and Qp to the record: 16-byte stores (the fragments' 4-byte pieces went to shared memory;
+  // written straight to global memory they filled half of each 32-byte sector). Piece k of the wide
+  // tiles [Wd][Qp] (tile k / 256, row (k / 16) % 16, stored chunk k % 16, already XORed with the
+  // row % 8 that the panels use too) goes to its place in the record's [Wd; Qp] panels ----
   {
-    static_assert(ChunkRecord::kQpOffset == ChunkRecord::kWdOffset + 2 * Smem::kTile, "Wd, Qp adjacent");
+    static_assert(sizeof(sm.wide_out[0]) == 2 * Smem::kTile && 2 * Smem::kTile == 4096, "[Wd][Qp] wide tiles");
+    // For tid < 128, piece tid + 128 i is row 16 (i / 2) + 8 (i % 2) + tid / 16 of [Wd; Qp] and stored
+    // chunk tid % 16: a per-thread base and a constant per i.
     const uint4* src = reinterpret_cast<const uint4*>(sm.wide_out);
-    uint4* dst = reinterpret_cast<uint4*>(rec + ChunkRecord::kWdOffset);
+    const uint32_t base = ChunkRecord::kWdOffset + ((tid >> 3) & 1) * ChunkRecord::kWqPanelBytes + (tid >> 4) * 128 + (tid & 7) * 16;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) *env.at(rec, &dst[tid + 128 * i]) = src[tid + 128 * i];
+    for (int i = 0; i < 4; ++i)
+      *env.at(rec, reinterpret_cast<uint4*>(rec + base + (i >> 1) * 2048 + (i & 1) * 1024)) = src[tid + 128 * i];
   }
 }
 

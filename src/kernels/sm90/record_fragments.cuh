@@ -1,6 +1,8 @@
 // mma operand fragments from the chunk-record layouts (chunk_record.cuh) in shared memory, for one
 // warp. Both kernels use them; tests/gpu/test_ptx.cu checks each against a CPU matmul.
-//   [16][128] bf16 operands ("wide", 16-byte chunks swizzled by row % 8):
+//   [16][128] bf16 operands: "wide" (rows of 256 bytes, 16-byte chunks swizzled by row % 8; the
+//   preparation's tiles) or, with kPanelBytes > 0, the record's two 128B-swizzled column panels of
+//   kPanelBytes each (ChunkRecord::chunk_byte):
 //     load_a_mmajor   A (m = row, k = column), k columns [16·ks, +16)
 //     load_b_nmajor   B (n = row, k = column) for n-tiles 0 and 1, k columns [16·ks, +16)
 //     load_b_nmajor_ntile  B (n = row, k = column) of one n-tile for two k-steps
@@ -24,9 +26,10 @@ __device__ __forceinline__ void load_a_mmajor(uint32_t (&a)[4], const unsigned c
   ptx::ldmatrix_x4(a, op + ChunkRecord::wide_chunk_byte(r + 8 * (m & 1), 2 * ks + (m >> 1)));
 }
 
+template <uint32_t kPanelBytes = 0>
 __device__ __forceinline__ void load_b_nmajor(uint32_t (&b)[4], const unsigned char* op, int ks, int lane) {
   const int m = lane >> 3, r = lane & 7;
-  ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(r + 8 * (m >> 1), 2 * ks + (m & 1)));
+  ptx::ldmatrix_x4(b, op + ChunkRecord::chunk_byte<kPanelBytes>(r + 8 * (m >> 1), 2 * ks + (m & 1)));
 }
 
 // B fragments of one n-tile (8 n rows [8·nt, +8)) for two k-steps 2·kp and 2·kp + 1 of an [n][k]
@@ -37,9 +40,10 @@ __device__ __forceinline__ void load_b_nmajor_ntile(uint32_t (&b)[4], const unsi
   ptx::ldmatrix_x4(b, op + ChunkRecord::wide_chunk_byte(8 * nt + r, 4 * kp + m));
 }
 
+template <uint32_t kPanelBytes = 0>
 __device__ __forceinline__ void load_b_kmajor(uint32_t (&b)[4], const unsigned char* op, int p, int lane) {
   const int m = lane >> 3, r = lane & 7;
-  ptx::ldmatrix_x4_trans(b, op + ChunkRecord::wide_chunk_byte(r + 8 * (m & 1), 2 * p + (m >> 1)));
+  ptx::ldmatrix_x4_trans(b, op + ChunkRecord::chunk_byte<kPanelBytes>(r + 8 * (m & 1), 2 * p + (m >> 1)));
 }
 
 __device__ __forceinline__ void load_b_small(uint32_t (&b)[4], const unsigned char* op, int lane) {
