@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
 #include "src/ptx/cp_async.cuh"
 #include "tests/gpu/gpu_harness.h"
 
@@ -99,6 +100,93 @@ TEST(RingSync, LaneZeroReleasesAfterSyncwarp) {
 TEST(RingSync, EveryLaneReleases) {
   KDA_SKIP_WITHOUT_SM90();
   run_probe<true>();
+}
+
+// Shared memory filled by a bulk copy (completion by bytes on an mbarrier that every thread waits on),
+// then, after a __syncthreads, written again: (0) by each thread's st.shared; (1) by each thread's
+// cp.async; (2) by a second bulk copy of thread 0, which every thread waits for too. Every write is
+// ordered after the first copy's completion (each writing thread observed it; the second copy's
+// issuer too), and every thread checks what it reads after each phase. The wgmma recurrence's
+// warm-up tail re-uses its ring this way: racecheck's report on (1) and (2), if it makes one while
+// (0) is clean, is the tool's model of bulk copies, not a race (docs/performance_notes.md, version 37).
+template <int kMode>
+__global__ void probe_bulk_reuse(const uint4* src, unsigned long long* sums) {
+  constexpr int kThreads = 128;
+  __shared__ __align__(128) uint4 buf[kThreads];
+  __shared__ __align__(8) uint64_t bar;
+  const int t = threadIdx.x;
+  if (t == 0) {
+    ptx::mbar_init(&bar, 1);
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+  if (t == 0) {
+    ptx::mbar_arrive_expect_tx(&bar, kThreads * 16);
+    ptx::bulk_copy_g2s(buf, src, kThreads * 16, &bar);
+  }
+  ptx::mbar_wait(&bar, 0);
+  uint4 v = buf[(t + 5) % kThreads];
+  unsigned long long acc = v.x ^ v.y ^ (static_cast<unsigned long long>(v.z) << 32) ^ v.w;
+  __syncthreads();
+  if constexpr (kMode == 0) {
+    buf[t] = src[kThreads + t];
+  } else if constexpr (kMode == 1) {
+    ptx::cp_async_16_zfill(&buf[t], src + kThreads + t, true);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait_group<0>();
+  } else {
+    if (t == 0) {
+      ptx::mbar_arrive_expect_tx(&bar, kThreads * 16);
+      ptx::bulk_copy_g2s(buf, src + kThreads, kThreads * 16, &bar);
+    }
+    ptx::mbar_wait(&bar, 1);
+  }
+  __syncthreads();
+  v = buf[(t + 9) % kThreads];
+  acc = acc * 1000003ull + (v.x ^ v.y ^ (static_cast<unsigned long long>(v.z) << 32) ^ v.w);
+  sums[t] = acc;
+}
+
+template <int kMode>
+void run_bulk_reuse() {
+  constexpr int kThreads = 128;
+  std::mt19937_64 rng(91 + kMode);
+  std::vector<uint4> host(2 * kThreads);
+  for (uint4& u : host) u = make_uint4(rng(), rng(), rng(), rng());
+  std::vector<unsigned long long> expected(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    const uint4 a = host[(t + 5) % kThreads], b = host[kThreads + (t + 9) % kThreads];
+    unsigned long long acc = a.x ^ a.y ^ (static_cast<unsigned long long>(a.z) << 32) ^ a.w;
+    acc = acc * 1000003ull + (b.x ^ b.y ^ (static_cast<unsigned long long>(b.z) << 32) ^ b.w);
+    expected[t] = acc;
+  }
+  uint4* d_src = nullptr;
+  unsigned long long* d_sums = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_src, host.size() * sizeof(uint4)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_sums, expected.size() * sizeof(unsigned long long)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_src, host.data(), host.size() * sizeof(uint4), cudaMemcpyHostToDevice), cudaSuccess);
+  probe_bulk_reuse<kMode><<<1, kThreads>>>(d_src, d_sums);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<unsigned long long> got(expected.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), d_sums, got.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d_src);
+  cudaFree(d_sums);
+  EXPECT_EQ(got, expected) << "mode " << kMode;
+}
+
+TEST(RingSync, BulkCopyThenStores) {
+  KDA_SKIP_WITHOUT_SM90();
+  run_bulk_reuse<0>();
+}
+
+TEST(RingSync, BulkCopyThenCpAsync) {
+  KDA_SKIP_WITHOUT_SM90();
+  run_bulk_reuse<1>();
+}
+
+TEST(RingSync, BulkCopyThenBulkCopy) {
+  KDA_SKIP_WITHOUT_SM90();
+  run_bulk_reuse<2>();
 }
 
 }  // namespace

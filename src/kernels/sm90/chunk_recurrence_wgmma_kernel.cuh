@@ -226,12 +226,28 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
                                kKrLoBytes, &full[s]);
         }
       }
+      if constexpr (kWarm) {
+        // The ring is re-armed for the tail's next job (run_tail_jobs): the issuing thread waits until the
+        // consumers have released the stages of its last copies, as before any stage's reuse (without it,
+        // racecheck reports the next job's first copies, which wait for no release, against these).
+        if (pt == 0)
+          for (int i = max(0, steps - L::kStages); i < steps; ++i) ptx::mbar_wait(&empty[i % L::kStages], (i / L::kStages) & 1);
+      }
       return;
     }
 
     // ---- Consumer warpgroups -------------------------------------------------------------------------
     if constexpr (L::kProducerWarpgroup && decltype(kSetRegs)::value) ptx::setmaxnreg_inc<L::kConsumerRegs>();
-    if (half && wg != 0) return;
+    if (half && wg != 0) {
+      // A half job's idle warpgroup still waits for every stage and releases it, so that each consumer
+      // thread has seen the copies land before the ring's memory serves the tail's next job (a combine
+      // writes it: racecheck orders the bulk copies' writes only before the threads that waited on them).
+      for (int i = 0; i < steps; ++i) {
+        ptx::mbar_wait(&full[i % L::kStages], (i / L::kStages) & 1);
+        ptx::mbar_arrive(&empty[i % L::kStages]);
+      }
+      return;
+    }
     const int rows0 = row0 + 64 * wg;  // first value row of this warpgroup
     if (preloaded) {
     } else if (p.pass != RecurrencePass::kSecond) {
@@ -375,15 +391,19 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       if (p.tail == nullptr) return;
       run_tail_jobs(
           p, book, summary_seen, next_job, 128 * kWG,
-          [&](int32_t job) {  // (a half job's empty barriers count warpgroup 0's lanes)
-            tail_reset_ring(full, empty, L::kStages, 1,
-                            tail_half_job(p, job) ? 128 : 32 * L::kConsumerWarps);
+          [&](int32_t) {  // (a half job's idle warpgroup releases the stages too)
+            tail_reset_ring(full, empty, L::kStages, 1, 32 * L::kConsumerWarps);
           },
           [&](int32_t job) {
             if (kRoleV == kProducerRole || (kRoleV == kAnyRole && wg == kWG))
               tail_combine_barriers(p);
-            else
+            else {
               tail_combine_rows<128 * kWG>(p, job, reinterpret_cast<float*>(&st.stage[0]), threadIdx.x);
+              // The combine wrote the ring's memory through the generic proxy (stores, cp.async); the next
+              // job's bulk and tensor copies write it through the async proxy: a proxy fence by the writers
+              // before the CTA barrier that ends the job orders them (racecheck reported the pair without it).
+              ptx::fence_proxy_async_shared();
+            }
           },
           [&](int32_t job) {
             const int32_t j2 = (job - p.tail_combine_jobs) >> p.tail_half;  // pass 2's slot
