@@ -90,6 +90,12 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   using XO_t = tile::Acc<32>;
   using namespace wgmma_recurrence_detail;
   extern __shared__ unsigned char smem_raw[];
+  // The ring runs on across the jobs of a warm-up CTA (its tail): job j's step i is the ring's step
+  // ring[0] + i (stage and phase from it), so every stage's reuse waits for its release, also from one
+  // job to the next, and the barriers are initialised once (racecheck lost the order of the previous
+  // job's bulk copies when they were invalidated and initialised again). ring[1]: the steps of the job
+  // just done (thread 0), added to ring[0] between jobs (run_tail_jobs' reset step).
+  __shared__ int32_t ring[2];
   Storage& st = *tile::smem_storage<Storage>(smem_raw);
   uint64_t* full = st.full;
   uint64_t* empty = st.empty;
@@ -108,6 +114,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
     ptx::fence_barrier_init();
+    ring[0] = ring[1] = 0;
   }
   __shared__ int32_t warm[kWarm ? kMaxContextSegments : 1];
   S_t S;
@@ -158,6 +165,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     const int c_start = task.c_start, c_out = task.c_out, steps = task.c_end - task.c_start;
     const bool transition = task.transition, write_out = task.write_out;
     const int row0 = task.slice * L::kRows + (half ? half_row : 0);  // first value row of this CTA
+    const int base = kWarm ? ring[0] : 0;  // the ring's step of this job's step 0
 
     const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
     // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
@@ -182,8 +190,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       ptx::wait_primary();
       for (int i = 0; i < steps; ++i) {
         const int c = c_start + i;
-        const int s = i % L::kStages;
-        const int use = i / L::kStages;
+        const int s = (base + i) % L::kStages;
+        const int use = (base + i) / L::kStages;
         const int Lc = min(16, span.len - c * 16);
         unsigned char* stage = reinterpret_cast<unsigned char*>(&st.stage[s]);
         const bool by_tma = tma && (Lc == 16 || transition);  // (uniform over the producer)
@@ -226,13 +234,6 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
                                kKrLoBytes, &full[s]);
         }
       }
-      if constexpr (kWarm) {
-        // The ring is re-armed for the tail's next job (run_tail_jobs): the issuing thread waits until the
-        // consumers have released the stages of its last copies, as before any stage's reuse (without it,
-        // racecheck reports the next job's first copies, which wait for no release, against these).
-        if (pt == 0)
-          for (int i = max(0, steps - L::kStages); i < steps; ++i) ptx::mbar_wait(&empty[i % L::kStages], (i / L::kStages) & 1);
-      }
       return;
     }
 
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // A half job's idle warpgroup still waits for every stage and releases it, so that each consumer
       // thread has seen the copies land before the ring's memory serves the tail's next job (a combine
       // writes it: racecheck orders the bulk copies' writes only before the threads that waited on them).
-      for (int i = 0; i < steps; ++i) {
+      for (int i = base; i < base + steps; ++i) {
         ptx::mbar_wait(&full[i % L::kStages], (i / L::kStages) & 1);
         ptx::mbar_arrive(&empty[i % L::kStages]);
       }
@@ -270,10 +271,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     // of the step rather than a branch in every step: a kept U cost the full grids 2-5%.
     auto step = [&](int i, bool out_step, auto kFinal) {
       const int c = c_start + i;
-      const int s = i % L::kStages;
+      const int s = (base + i) % L::kStages;
       const int Lc = min(16, span.len - c * 16);
       auto& stg = st.stage[s];
-      ptx::mbar_wait(&full[s], (i / L::kStages) & 1);
+      ptx::mbar_wait(&full[s], ((base + i) / L::kStages) & 1);
       // The stage was written by cp.async (generic proxy); wgmma reads it through the async proxy.
       ptx::fence_proxy_async_shared();
       const uint32_t wq_addr = smem_addr(stg.wq.bytes);
@@ -357,6 +358,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     }
     if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
 
+    if (kWarm && threadIdx.x == 0) ring[1] = steps;  // (read between jobs, after the CTA barrier)
     if (task.fin != nullptr) {
 #pragma unroll
       for (int i = 0; i < S_t::kCount; i += 2) {
@@ -391,8 +393,9 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       if (p.tail == nullptr) return;
       run_tail_jobs(
           p, book, summary_seen, next_job, 128 * kWG,
-          [&](int32_t) {  // (a half job's idle warpgroup releases the stages too)
-            tail_reset_ring(full, empty, L::kStages, 1, 32 * L::kConsumerWarps);
+          [&](int32_t) {  // the ring runs on (a half job's idle warpgroup releases the stages too)
+            ring[0] += ring[1];
+            ring[1] = 0;
           },
           [&](int32_t job) {
             if (kRoleV == kProducerRole || (kRoleV == kAnyRole && wg == kWG))
