@@ -25,12 +25,6 @@ __device__ __forceinline__ void cp_async_16_zfill(void* dst, const void* src, bo
 // barrier's expected arrivals).
 __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) { cuda::ptx::cp_async_mbarrier_arrive_noinc(bar); }
 
-// The same without counting as an expected arrival: the barrier's pending count is raised by one at
-// once and lowered when this thread's prior cp.async have landed, so the current phase also waits for
-// them (a phase whose expected arrivals are other threads', e.g. a bulk copy's expect_tx; issue it
-// before the arrival that could complete the phase).
-__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) { cuda::ptx::cp_async_mbarrier_arrive(bar); }
-
 // Completion by groups instead (the tail's combine jobs, recurrence_tail.cuh): commit closes a group
 // of this thread's prior cp.async; wait_group<N> returns once at most N of its groups are pending.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

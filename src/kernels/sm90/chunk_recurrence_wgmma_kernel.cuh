@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < L::kStages; ++s) {
-      ptx::mbar_init(&full[s], 1);  // the producer's first thread (expect_tx); cp.async arrivals add their own
+      ptx::mbar_init(&full[s], 1);  // the producer's first thread (expect_tx)
       ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
     ptx::fence_barrier_init();
@@ -211,8 +211,11 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
                                   hv * p.v_st.h + row0 + 64 * (half ? 0 : w) + 8 * q;
             ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, valid);
           }
-          ptx::cp_async_arrive(&full[s]);  // the phase also waits for this thread's copies
-          __syncwarp();  // every such arrival counted before lane 0's can complete the phase
+          // Landed before lane 0's arrival (the barrier then counts that one arrival only: an arrival per
+          // lane raised above its expected count was a "barrier overflow" for synccheck).
+          ptx::cp_async_commit();
+          ptx::cp_async_wait_group<0>();
+          __syncwarp();
         }
         if (pt == 0) {
           // The record by one bulk copy (it is the stage's first kBytes), each warpgroup's values by one
