@@ -215,12 +215,15 @@ __device__ __forceinline__ void run_tail_jobs(const RecurrenceParams& p, TailBoo
                                               Combine&& combine, Pass2&& pass2) {
   for (;;) {
     if (threadIdx.x == reader) summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
-    __syncthreads();  // the job is done (every stage consumed, every store issued)
+    // The job is done (every stage consumed, every store issued). Unaligned barriers: the wgmma kernel's
+    // roles run this loop from two copies of it (one per role, so that ptxas keeps their setmaxnreg),
+    // which synccheck reports as divergence at an aligned __syncthreads.
+    ptx::cta_barrier_unaligned();
     if (threadIdx.x == 0) {
       next_job = next_tail_job(p, &book, summary_seen);
       if (next_job >= 0) reset_ring(next_job);
     }
-    __syncthreads();
+    ptx::cta_barrier_unaligned();
     const int32_t job = next_job;
     if (job < 0) return;
     if (job < p.tail_combine_jobs) {
