@@ -249,15 +249,18 @@ TEST(TileSmemLayout, StorageMembersAligned) {
   EXPECT_EQ(tile::align_up(2048, 1024), 2048u);
 }
 
+// A tensor-map builder's error: invalid argument, naming `name` and the function `fn`.
+void expect_map_error(kda_status st, const char* name, const char* fn) {
+  EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << st.message;
+  EXPECT_NE(std::string(st.message).find(name), std::string::npos) << st.message;
+  EXPECT_NE(std::string(st.message).find(fn), std::string::npos) << st.message;
+}
+
 TEST(TileTensorMap, RejectsBadArgumentsByName) {
   alignas(64) static unsigned char buffer[64];
   CUtensorMap map;
   const void* base = buffer;
-  const auto expect_error = [](kda_status st, const char* name) {
-    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << st.message;
-    EXPECT_NE(std::string(st.message).find(name), std::string::npos) << st.message;
-    EXPECT_NE(std::string(st.message).find("make_tensor_map_2d_bf16"), std::string::npos) << st.message;
-  };
+  const auto expect_error = [](kda_status st, const char* name) { expect_map_error(st, name, "make_tensor_map_2d_bf16"); };
   using sm90::make_tensor_map_2d_bf16;
   expect_error(make_tensor_map_2d_bf16(nullptr, base, 64, 64, 64, 64, 64, Swizzle::k128B), "map is NULL");
   expect_error(make_tensor_map_2d_bf16(&map, nullptr, 64, 64, 64, 64, 64, Swizzle::k128B), "base is NULL");
@@ -286,11 +289,7 @@ TEST(TileTensorMap, RankNRejectsBadArgumentsByName) {
   alignas(64) static unsigned char buffer[64];
   CUtensorMap map;
   const void* base = buffer;
-  const auto expect_error = [](kda_status st, const char* name) {
-    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << st.message;
-    EXPECT_NE(std::string(st.message).find(name), std::string::npos) << st.message;
-    EXPECT_NE(std::string(st.message).find("make_tensor_map_bf16"), std::string::npos) << st.message;
-  };
+  const auto expect_error = [](kda_status st, const char* name) { expect_map_error(st, name, "make_tensor_map_bf16"); };
   using sm90::make_tensor_map_bf16;
   const uint64_t dims[4] = {128, 8, 1024, 2}, strides[3] = {128, 1024, 1024 * 1024};
   const uint32_t box[4] = {64, 1, 16, 1};

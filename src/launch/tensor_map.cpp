@@ -33,6 +33,29 @@ const EncodeEntry& encode_entry() {
 }
 
 constexpr const char* kWhat = "make_tensor_map_2d_bf16";
+constexpr uint64_t kMaxDim = uint64_t{1} << 32;
+constexpr uint64_t kMaxStrideBytes = uint64_t{1} << 40;
+
+// The checks both forms share: the map and the base pointer.
+kda_status check_map_and_base(const CUtensorMap* map, const void* base, const char* what) {
+  if (map == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: map is NULL", what);
+  if (base == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base is NULL", what);
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base %p is not 16-byte aligned", what, base);
+  return make_ok();
+}
+
+// The swizzle: a tile::Swizzle whose span holds the box's inner extent (`box_name` = box_inner elements).
+kda_status check_swizzle(tile::Swizzle swizzle, uint32_t box_inner, const char* box_name, const char* what) {
+  if (swizzle != tile::Swizzle::kNone && swizzle != tile::Swizzle::k32B && swizzle != tile::Swizzle::k64B &&
+      swizzle != tile::Swizzle::k128B)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: swizzle = %d is not a tile::Swizzle", what,
+                      static_cast<int>(swizzle));
+  if (swizzle != tile::Swizzle::kNone && static_cast<int>(box_inner * 2) > tile::swizzle_bytes(swizzle))
+    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: %s = %u (%u bytes) exceeds the %d-byte swizzle span", what,
+                      box_name, box_inner, box_inner * 2, tile::swizzle_bytes(swizzle));
+  return make_ok();
+}
 
 // cuTensorMapEncodeTiled on checked arguments (strides in elements of dimensions 1..rank-1).
 kda_status encode_bf16(CUtensorMap* map, const void* base, int rank, const uint64_t* dims, const uint64_t* strides,
@@ -74,12 +97,7 @@ CUtensorMapSwizzle tensor_map_swizzle(tile::Swizzle swizzle) {
 
 kda_status make_tensor_map_2d_bf16(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols,
                                    uint64_t row_stride, uint32_t box_rows, uint32_t box_cols, tile::Swizzle swizzle) {
-  constexpr uint64_t kMaxDim = uint64_t{1} << 32;
-  constexpr uint64_t kMaxStrideBytes = uint64_t{1} << 40;
-  if (map == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: map is NULL", kWhat);
-  if (base == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base is NULL", kWhat);
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base %p is not 16-byte aligned", kWhat, base);
+  KDA_RETURN_IF_ERROR(check_map_and_base(map, base, kWhat));
   if (rows < 1 || rows > kMaxDim)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: rows = %llu, must be in [1, 2^32]", kWhat,
                       static_cast<unsigned long long>(rows));
@@ -96,13 +114,7 @@ kda_status make_tensor_map_2d_bf16(CUtensorMap* map, const void* base, uint64_t 
   if (box_cols < 1 || box_cols > 256 || (box_cols * 2) % 16 != 0)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box_cols = %u, must be in [1, 256] and a multiple of 8",
                       kWhat, box_cols);
-  if (swizzle != tile::Swizzle::kNone && swizzle != tile::Swizzle::k32B && swizzle != tile::Swizzle::k64B &&
-      swizzle != tile::Swizzle::k128B)
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: swizzle = %d is not a tile::Swizzle", kWhat,
-                      static_cast<int>(swizzle));
-  if (swizzle != tile::Swizzle::kNone && static_cast<int>(box_cols * 2) > tile::swizzle_bytes(swizzle))
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box_cols = %u (%u bytes) exceeds the %d-byte swizzle span",
-                      kWhat, box_cols, box_cols * 2, tile::swizzle_bytes(swizzle));
+  KDA_RETURN_IF_ERROR(check_swizzle(swizzle, box_cols, "box_cols", kWhat));
 
   const uint64_t dims[2] = {cols, rows};
   const uint64_t strides[1] = {row_stride};
@@ -113,12 +125,7 @@ kda_status make_tensor_map_2d_bf16(CUtensorMap* map, const void* base, uint64_t 
 kda_status make_tensor_map_bf16(CUtensorMap* map, const void* base, int rank, const uint64_t* dims,
                                 const uint64_t* strides, const uint32_t* box, tile::Swizzle swizzle) {
   constexpr const char* kName = "make_tensor_map_bf16";
-  constexpr uint64_t kMaxDim = uint64_t{1} << 32;
-  constexpr uint64_t kMaxStrideBytes = uint64_t{1} << 40;
-  if (map == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: map is NULL", kName);
-  if (base == nullptr) return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base is NULL", kName);
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: base %p is not 16-byte aligned", kName, base);
+  KDA_RETURN_IF_ERROR(check_map_and_base(map, base, kName));
   if (rank < 1 || rank > 5)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: rank = %d, must be in [1, 5]", kName, rank);
   if (dims == nullptr || box == nullptr || (rank > 1 && strides == nullptr))
@@ -137,13 +144,7 @@ kda_status make_tensor_map_bf16(CUtensorMap* map, const void* base, int rank, co
   }
   if ((box[0] * 2) % 16 != 0)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box[0] = %u, must be a multiple of 8", kName, box[0]);
-  if (swizzle != tile::Swizzle::kNone && swizzle != tile::Swizzle::k32B && swizzle != tile::Swizzle::k64B &&
-      swizzle != tile::Swizzle::k128B)
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: swizzle = %d is not a tile::Swizzle", kName,
-                      static_cast<int>(swizzle));
-  if (swizzle != tile::Swizzle::kNone && static_cast<int>(box[0] * 2) > tile::swizzle_bytes(swizzle))
-    return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: box[0] = %u (%u bytes) exceeds the %d-byte swizzle span",
-                      kName, box[0], box[0] * 2, tile::swizzle_bytes(swizzle));
+  KDA_RETURN_IF_ERROR(check_swizzle(swizzle, box[0], "box[0]", kName));
   return encode_bf16(map, base, rank, dims, strides, box, swizzle, kName);
 }
 

@@ -185,8 +185,6 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // Tensor copies of the values for whole chunks of a sequence, and of a transition's zeros (a box
       // wholly before the first token: the copy engine fills it with zeros and completes its bytes).
       const bool tma = v_tma != 0;
-      const int vx = row0, vt0 = span.t0, vb = span.batch;
-      constexpr uint32_t vt_off = offsetof(typename L::Stage, vt);
       ptx::wait_primary();
       for (int i = 0; i < steps; ++i) {
         const int c = c_start + i;
@@ -229,8 +227,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
           if (by_tma) {
 #pragma unroll
             for (int w = 0; w < kWG; ++w)
-              ptx::tma_load_4d(stage + vt_off + w * L::VtTile::kBytes, &v_map, vx + (half ? 0 : 64 * w), hv,
-                               transition ? -16 : vt0 + 16 * c, vb, &full[s]);
+              ptx::tma_load_4d(st.stage[s].vt[w].bytes, &v_map, row0 + (half ? 0 : 64 * w), hv,
+                               transition ? -16 : span.t0 + 16 * c, span.batch, &full[s]);
           }
           if (fin)
             ptx::bulk_copy_g2s(st.kr_lo.bytes, p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes,
@@ -278,7 +276,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       const int Lc = min(16, span.len - c * 16);
       auto& stg = st.stage[s];
       ptx::mbar_wait(&full[s], ((base + i) / L::kStages) & 1);
-      // The stage was written by cp.async (generic proxy); wgmma reads it through the async proxy.
+      // A partial chunk's values were written by cp.async (generic proxy); wgmma reads the stage through
+      // the async proxy (the bulk and tensor copies need no fence: they are async-proxy writes).
       ptx::fence_proxy_async_shared();
       const uint32_t wq_addr = smem_addr(stg.wq.bytes);
       uint32_t sa[8][4];

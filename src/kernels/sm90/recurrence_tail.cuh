@@ -64,7 +64,7 @@ struct TailBook {
   bool taking;     // this CTA has passed the started check and takes tickets
 };
 
-// Thread 0, after a __syncthreads that follows the CTA's last job: signals it (its unit's counter),
+// Thread 0, after the CTA barrier that follows the CTA's last job: signals it (its unit's counter),
 // then returns the next tail job to run, or -1 (none left for this CTA). `summary_seen`: the summary
 // as the producer read it during the job. A job of a unit whose bound held is skipped; before
 // returning a job it waits for what the job reads (see the top of the file).
@@ -191,7 +191,8 @@ __device__ __forceinline__ void tail_combine_barriers(const RecurrenceParams& p)
 }
 
 // Re-arms a stage ring's barriers between two jobs of a CTA (thread 0, every earlier arrival and
-// wait done: after a __syncthreads that follows a job whose stages were all consumed).
+// wait done: after the CTA barrier that follows a job whose stages were all consumed). The mma.sync
+// recurrence's; the wgmma one's ring runs on across jobs instead (chunk_recurrence_wgmma_kernel.cuh).
 __device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty, int stages, uint32_t full_count,
                                                 uint32_t empty_count) {
   for (int s = 0; s < stages; ++s) {
@@ -205,8 +206,8 @@ __device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty,
 
 // The tail's job loop of a warm-up plan's pass-1 CTA, after its own job (both recurrence kernels;
 // every thread calls it). Thread `reader` (the producer's first, idle by then) reads the summary
-// while the job ends; thread 0 signals the job just done, draws the next ticket and re-arms the
-// ring (reset_ring(job)); then every thread runs combine(job) or pass2(job). What is carried from
+// while the job ends; thread 0 signals the job just done, draws the next ticket and prepares the
+// ring for it (reset_ring(job): re-armed, or advanced); then every thread runs combine(job) or pass2(job). What is carried from
 // job to job sits in shared memory (`book`, `summary_seen`, `next_job`): a value carried in
 // registers would stay live through the whole step loop of a job.
 template <class ResetRing, class Combine, class Pass2>
