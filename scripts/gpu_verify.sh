@@ -116,7 +116,7 @@ stage_sanitizer() {
   all="$all:RingSync.*"            # the stage-ring hand-off probes
   all="$all:GpuStreamOrder.*:GpuSafety.PointerKinds"  # after an early-triggering caller kernel; pointer kinds
   local race="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:RingSync.EveryLaneReleases:RingSync.BulkCopyThen*"
-  race="$race:GpuWarmup.MixedFallbackIsExactAndDeterministic"  # the warm-up's tail jobs (combine, pass 2) reuse the ring
+  race="$race:GpuWarmup.MixedFallbackIsExactAndDeterministic:RingSync.RolesHandOver*"  # the warm-up's tail jobs (combine, pass 2) reuse the ring
   race="$race:GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic"
   for tool in memcheck synccheck racecheck; do
     local filter=$all

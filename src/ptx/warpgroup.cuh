@@ -45,6 +45,16 @@ __device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffff
 // divergence). Memory ordering as __syncthreads.
 __device__ __forceinline__ void cta_barrier_unaligned() { asm volatile("barrier.sync 0;\n" ::: "memory"); }
 
+// Named barrier kId among kThreads threads (bar.sync with immediates: an id in a register makes ptxas
+// reserve all 16 barriers of the CTA). The .aligned form: every participating thread at this same
+// instruction, the warp converged (the recurrence tail's per-role loops, recurrence_tail.cuh).
+template <uint32_t kId, uint32_t kThreads>
+__device__ __forceinline__ void named_barrier_sync() {
+  static_assert(kId >= 1 && kId <= 15, "named barriers are 1..15 (0 is __syncthreads')");
+  static_assert(kThreads % 32 == 0 && kThreads > 0, "whole warps");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
 struct NamedBarrier {
   uint32_t id;       // 1..15 (0 is __syncthreads')
   uint32_t threads;  // participating threads, a multiple of 32

@@ -17,6 +17,7 @@
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/bulk_copy.cuh"
 #include "src/ptx/cp_async.cuh"
+#include "src/ptx/warpgroup.cuh"
 #include "tests/gpu/gpu_harness.h"
 
 namespace kda::test {
@@ -187,6 +188,78 @@ TEST(RingSync, BulkCopyThenCpAsync) {
 TEST(RingSync, BulkCopyThenBulkCopy) {
   KDA_SKIP_WITHOUT_SM90();
   run_bulk_reuse<2>();
+}
+
+// The warm-up tail's hand-over between jobs (recurrence_tail.cuh, run_tail_jobs), reduced: two roles
+// (kHandConsumers consumer threads, then kHandProducers producer threads) each meet at a named barrier
+// of their own, and hand over by two mbarriers of one arrival each: the producer's first thread
+// arrives on `producer_done` once its role is done with the round; thread 0 waits for it, reads what
+// both roles wrote in the round, publishes a token and arrives on `job_ready`, which the producer's
+// first thread waits for. Every thread records the token it read; a missing order shows as a wrong
+// token (and as a hazard under racecheck, which runs this test: scripts/gpu_verify.sh).
+constexpr int kHandConsumers = 64, kHandProducers = 32, kHandRounds = 32;
+
+__global__ void probe_handover(const int* salt, int* tokens) {
+  __shared__ int written[kHandConsumers + kHandProducers];
+  __shared__ __align__(8) uint64_t producer_done, job_ready;
+  __shared__ int token;
+  const int t = threadIdx.x;
+  const bool consumer = t < kHandConsumers;
+  if (t == 0) {
+    ptx::mbar_init(&producer_done, 1);
+    ptx::mbar_init(&job_ready, 1);
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+  for (int r = 0; r < kHandRounds; ++r) {
+    written[t] = salt[t] * (r + 1);  // the round's "job"
+    if (consumer) {
+      ptx::named_barrier_sync<14, kHandConsumers>();
+      if (t == 0) {
+        ptx::mbar_wait(&producer_done, r & 1);
+        int sum = 0;
+        for (int i = 0; i < kHandConsumers + kHandProducers; ++i) sum += written[i] * (i + 1);
+        token = sum;
+        ptx::mbar_arrive(&job_ready);
+      }
+      ptx::named_barrier_sync<14, kHandConsumers>();
+    } else {
+      ptx::named_barrier_sync<15, kHandProducers>();
+      if (t == kHandConsumers) {
+        ptx::mbar_arrive(&producer_done);
+        ptx::mbar_wait(&job_ready, r & 1);
+      }
+      ptx::named_barrier_sync<15, kHandProducers>();
+    }
+    tokens[r * (kHandConsumers + kHandProducers) + t] = token;
+  }
+}
+
+TEST(RingSync, RolesHandOverByNamedBarriersAndMbarriers) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr int kThreads = kHandConsumers + kHandProducers;
+  std::mt19937 rng(17);
+  std::vector<int> salt(kThreads);
+  for (int& x : salt) x = static_cast<int>(rng() % 1000) + 1;
+  int* d_salt = nullptr;
+  int* d_tokens = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_salt, kThreads * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_tokens, kHandRounds * kThreads * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_salt, salt.data(), kThreads * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d_tokens, 0, kHandRounds * kThreads * sizeof(int)), cudaSuccess);
+  probe_handover<<<1, kThreads>>>(d_salt, d_tokens);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<int> got(kHandRounds * kThreads);
+  ASSERT_EQ(cudaMemcpy(got.data(), d_tokens, got.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d_salt);
+  cudaFree(d_tokens);
+  int wrong = 0;
+  for (int r = 0; r < kHandRounds; ++r) {
+    int expected = 0;
+    for (int i = 0; i < kThreads; ++i) expected += salt[i] * (r + 1) * (i + 1);
+    for (int t = 0; t < kThreads; ++t) wrong += got[r * kThreads + t] != expected;
+  }
+  EXPECT_EQ(wrong, 0) << "threads x rounds that read a token other than their round's";
 }
 
 }  // namespace

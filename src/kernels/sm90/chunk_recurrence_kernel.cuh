@@ -109,6 +109,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + Layout::kBarrierOffset);
   uint64_t* empty = full + Layout::kStages;
 
+  // The tail's job loop (warm-up instances; recurrence_tail.cuh).
+  __shared__ std::conditional_t<kWarm, TailShared, char> tail;
+
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   ptx::launch_dependents();
@@ -121,6 +124,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       ptx::mbar_init(&full[s], 32);
       ptx::mbar_init(&empty[s], 32 * kWarps);
     }
+    if constexpr (kWarm) tail_shared_init(tail);
     ptx::fence_barrier_init();
   }
   // Bounded warm-up: the unit's layout depends on the gates (the preparation's chunk bounds), so
@@ -397,18 +401,15 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   } else {
     // (Warm-up plans: an idle CTA returns after waiting for the previous kernel, as every CTA must.)
     if (first.idle && p.tail == nullptr) return;
-    __shared__ uint64_t summary_seen;
-    __shared__ int32_t next_job;
-    __shared__ TailBook book;
     // (Thread 0's bookkeeping is set before the first job: nothing of it stays live through the job.)
     if (p.tail != nullptr && threadIdx.x == 0)
-      book = TailBook{!first.idle && first.fallback ? TailDone::kPass1 : TailDone::kNothing,
+      tail.book = TailBook{!first.idle && first.fallback ? TailDone::kPass1 : TailDone::kNothing,
                       static_cast<int64_t>(blockIdx.x % p.units), false};
     if (!first.idle) run(first, first_preloaded);
     if (p.tail == nullptr) return;
     // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (recurrence_tail.cuh).
-    run_tail_jobs(
-        p, book, summary_seen, next_job, 32 * kWarps,
+    run_tail_jobs<32 * kWarps, 32>(
+        p, tail, warp < kWarps,
         [&](int32_t) { tail_reset_ring(full, empty, Layout::kStages, 32, 32 * kWarps); },
         [&](int32_t job) {
           if (warp == kWarps)

@@ -96,6 +96,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   // job's bulk copies when they were invalidated and initialised again). ring[1]: the steps of the job
   // just done (thread 0), added to ring[0] between jobs (run_tail_jobs' reset step).
   __shared__ int32_t ring[2];
+  // The tail's job loop (warm-up instances; recurrence_tail.cuh).
+  __shared__ std::conditional_t<kWarm, TailShared, char> tail;
   Storage& st = *tile::smem_storage<Storage>(smem_raw);
   uint64_t* full = st.full;
   uint64_t* empty = st.empty;
@@ -113,6 +115,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       ptx::mbar_init(&full[s], 1);  // the producer's first thread (expect_tx)
       ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
+    if constexpr (kWarm) tail_shared_init(tail);
     ptx::fence_barrier_init();
     ring[0] = ring[1] = 0;
   }
@@ -382,19 +385,16 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     // With p.tail, the CTA then takes the fallback's combine and pass-2 jobs (run_tail_jobs,
     // recurrence_tail.cuh).
     static_assert(sizeof(st.stage) >= kTailCombineBytes, "a combine job fits in the stage ring");
-    __shared__ uint64_t summary_seen;
-    __shared__ int32_t next_job;
-    __shared__ TailBook book;
     auto jobs = [&](auto kRole) {
       constexpr int kRoleV = decltype(kRole)::value;
       // (Thread 0's bookkeeping is set before the first job: nothing of it stays live through the job.)
       if (p.tail != nullptr && threadIdx.x == 0)
-        book = TailBook{!first.idle && first.fallback ? TailDone::kPass1 : TailDone::kNothing,
-                        static_cast<int64_t>(blockIdx.x % p.units), false};
+        tail.book = TailBook{!first.idle && first.fallback ? TailDone::kPass1 : TailDone::kNothing,
+                             static_cast<int64_t>(blockIdx.x % p.units), false};
       if (!first.idle) run(first, first_preloaded, kKeepRegs, -1, kRole);
       if (p.tail == nullptr) return;
-      run_tail_jobs(
-          p, book, summary_seen, next_job, 128 * kWG,
+      run_tail_jobs<128 * kWG, L::kProducerThreads>(
+          p, tail, kRoleV == kConsumerRole || (kRoleV == kAnyRole && wg < kWG),
           [&](int32_t) {  // the ring runs on (a half job's idle warpgroup releases the stages too)
             ring[0] += ring[1];
             ring[1] = 0;

@@ -64,7 +64,29 @@ struct TailBook {
   bool taking;     // this CTA has passed the started check and takes tickets
 };
 
-// Thread 0, after the CTA barrier that follows the CTA's last job: signals it (its unit's counter),
+// What a warm-up CTA's job loop keeps in shared memory (a value carried in registers would stay live
+// through the whole step loop of a job). The two roles hand over between jobs by two mbarriers of one
+// arrival each, each role meeting at a named barrier of its own (run_tail_jobs).
+struct TailShared {
+  uint64_t producer_done;  // mbarrier: the producer's reader, once the producer is done with the job
+  uint64_t job_ready;      // mbarrier: thread 0, once next_job is set and the ring prepared
+  uint64_t summary_seen;   // the summary as the reader read it during the job
+  TailBook book;           // thread 0's
+  uint32_t handovers[2];   // handovers so far: [0] thread 0's, [1] the reader's (the waits' parities)
+  int32_t next_job;
+};
+
+// Thread 0, before the CTA barrier that follows the ring's initialisation.
+__device__ __forceinline__ void tail_shared_init(TailShared& sh) {
+  ptx::mbar_init(&sh.producer_done, 1);
+  ptx::mbar_init(&sh.job_ready, 1);
+  sh.handovers[0] = sh.handovers[1] = 0;
+}
+
+// Named barriers of the job loop: the consumers' and the producer's (not used by the kernels' steps).
+inline constexpr uint32_t kTailConsumerBarrier = 14, kTailProducerBarrier = 15;
+
+// Thread 0, once both roles are done with the CTA's last job (run_tail_jobs): signals it (its unit's counter),
 // then returns the next tail job to run, or -1 (none left for this CTA). `summary_seen`: the summary
 // as the producer read it during the job. A job of a unit whose bound held is skipped; before
 // returning a job it waits for what the job reads (see the top of the file).
@@ -191,7 +213,7 @@ __device__ __forceinline__ void tail_combine_barriers(const RecurrenceParams& p)
 }
 
 // Re-arms a stage ring's barriers between two jobs of a CTA (thread 0, every earlier arrival and
-// wait done: after the CTA barrier that follows a job whose stages were all consumed). The mma.sync
+// wait done: in run_tail_jobs' handover after a job whose stages were all consumed). The mma.sync
 // recurrence's; the wgmma one's ring runs on across jobs instead (chunk_recurrence_wgmma_kernel.cuh).
 __device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty, int stages, uint32_t full_count,
                                                 uint32_t empty_count) {
@@ -205,34 +227,46 @@ __device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty,
 }
 
 // The tail's job loop of a warm-up plan's pass-1 CTA, after its own job (both recurrence kernels;
-// every thread calls it). Thread `reader` (the producer's first, idle by then) reads the summary
-// while the job ends; thread 0 signals the job just done, draws the next ticket and prepares the
-// ring for it (reset_ring(job): re-armed, or advanced); then every thread runs combine(job) or pass2(job). What is carried from
-// job to job sits in shared memory (`book`, `summary_seen`, `next_job`): a value carried in
-// registers would stay live through the whole step loop of a job.
-template <class ResetRing, class Combine, class Pass2>
-__device__ __forceinline__ void run_tail_jobs(const RecurrenceParams& p, TailBook& book, uint64_t& summary_seen,
-                                              int32_t& next_job, unsigned reader, ResetRing&& reset_ring,
-                                              Combine&& combine, Pass2&& pass2) {
+// every thread calls it; `consumer`: this thread is one of the kConsumers consumer threads, 0 ..
+// kConsumers - 1, else one of the kProducers producer threads that follow). Between two jobs each role
+// meets at a named barrier of its own, and the roles hand over by two mbarriers: the producer's first
+// thread (the reader, idle by then) reads the summary while the consumers end the job and arrives on
+// producer_done; thread 0 waits for it, signals the job just done, draws the next ticket, prepares the
+// ring for it (reset_ring(job): re-armed, or advanced) and arrives on job_ready, which the reader waits
+// for. Then every thread runs combine(job) or pass2(job). No CTA-wide barrier: the wgmma kernel's roles
+// run this loop from two copies of it (one per role, so that ptxas keeps their setmaxnreg), where
+// __syncthreads is reached from two places (synccheck: divergence), and its unaligned form cost the
+// long-memory cases 5-13% (c776f0b, 2026-12-01).
+template <int kConsumers, int kProducers, class ResetRing, class Combine, class Pass2>
+__device__ __forceinline__ void run_tail_jobs(const RecurrenceParams& p, TailShared& sh, bool consumer,
+                                              ResetRing&& reset_ring, Combine&& combine, Pass2&& pass2) {
   for (;;) {
-    if (threadIdx.x == reader) summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
-    // The job is done (every stage consumed, every store issued). Unaligned barriers: the wgmma kernel's
-    // roles run this loop from two copies of it (one per role, so that ptxas keeps their setmaxnreg),
-    // which synccheck reports as divergence at an aligned __syncthreads.
-    ptx::cta_barrier_unaligned();
-    if (threadIdx.x == 0) {
-      next_job = next_tail_job(p, &book, summary_seen);
-      if (next_job >= 0) reset_ring(next_job);
+    if (consumer) {
+      ptx::named_barrier_sync<kTailConsumerBarrier, kConsumers>();  // every consumer is done with the job
+      if (threadIdx.x == 0) {
+        ptx::mbar_wait(&sh.producer_done, sh.handovers[0]++ & 1);  // ... and the producer
+        sh.next_job = next_tail_job(p, &sh.book, sh.summary_seen);
+        if (sh.next_job >= 0) reset_ring(sh.next_job);
+        ptx::mbar_arrive(&sh.job_ready);
+      }
+      ptx::named_barrier_sync<kTailConsumerBarrier, kConsumers>();
+    } else {
+      ptx::named_barrier_sync<kTailProducerBarrier, kProducers>();  // every producer thread is done
+      if (threadIdx.x == kConsumers) {
+        sh.summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
+        ptx::mbar_arrive(&sh.producer_done);
+        ptx::mbar_wait(&sh.job_ready, sh.handovers[1]++ & 1);
+      }
+      ptx::named_barrier_sync<kTailProducerBarrier, kProducers>();
     }
-    ptx::cta_barrier_unaligned();
-    const int32_t job = next_job;
+    const int32_t job = sh.next_job;
     if (job < 0) return;
     if (job < p.tail_combine_jobs) {
       combine(job);
-      if (threadIdx.x == 0) book.done = TailDone::kCombine, book.unit = job / tail_combine_jobs_per_unit(p);
+      if (threadIdx.x == 0) sh.book.done = TailDone::kCombine, sh.book.unit = job / tail_combine_jobs_per_unit(p);
     } else {
       pass2(job);
-      if (threadIdx.x == 0) book.done = TailDone::kNothing;
+      if (threadIdx.x == 0) sh.book.done = TailDone::kNothing;
     }
   }
 }

@@ -43,8 +43,7 @@ struct WgmmaRecurrenceLayout {
   static constexpr int kRows = 64 * kWG;
   // The producer: one warp beside one consumer warpgroup (5 warps: up to 255 registers per
   // thread), a whole warpgroup beside two (9 warps would cap every thread at 168; 12 warps hold 168 x
-  // 384, which setmaxnreg splits 96 / 200 / 200 since version 37 (88 / 208 / 208 before: the producer's
-  // role, with the warm-up tail in a loop of its own, spilled at 88), checked with ptx::setmaxnreg_fits).
+  // 384, which setmaxnreg splits 88 / 208 / 208, checked with ptx::setmaxnreg_fits).
   // The producer's first thread issues each stage's copies (the record by one bulk copy, the values
   // by one tensor copy per warpgroup); the others join in only for the steps whose values come by
   // cp.async (ProducerShare below). The warpgroup form stays for setmaxnreg's sake (version 29: with
@@ -52,7 +51,7 @@ struct WgmmaRecurrenceLayout {
   static constexpr bool kProducerWarpgroup = kWG >= 2;
   static constexpr int kProducerThreads = kProducerWarpgroup ? 128 : 32;
   static constexpr int kThreads = 128 * kWG + kProducerThreads;
-  static constexpr int kProducerRegs = 96, kConsumerRegs = 200;  // setmaxnreg (kProducerWarpgroup)
+  static constexpr int kProducerRegs = 88, kConsumerRegs = 208;  // setmaxnreg (kProducerWarpgroup)
   static constexpr int kConsumerWarps = 4 * kWG;
   static_assert(kStages >= 3, "at least three stages");
 };
