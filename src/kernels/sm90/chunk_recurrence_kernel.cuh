@@ -111,6 +111,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
 
   // The tail's job loop (warm-up instances; recurrence_tail.cuh).
   __shared__ std::conditional_t<kWarm, TailShared, char> tail;
+  static_assert(kRowGroups < static_cast<int>(kTailConsumerBarrier),
+                "the row groups' named barriers (1 + rg) are not the tail's");
 
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
