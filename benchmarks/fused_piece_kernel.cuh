@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_products
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_chunk.cuh"
 #include "src/kernels/sm90/recurrence_task.cuh"
@@ -196,29 +197,16 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
   rp.out_st = a.out_st;
   const SequenceSpan span{0, 0, 16 * a.chunks, 0};
   auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
-  // One 64-row chain's step on chunk i, stage stg (the kernel's step).
+  // One 64-row chain's step on chunk i, stage stg (the kernel's step: its first batch is the kernel's
+  // own step_products).
   auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
-    const uint32_t wq_addr = smem(stg.wq.bytes);
     uint32_t sa[8][4];
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
     float2 gm[S_t::kColPairs];
     S_t::load_col_factors(t, stg.gamma, gm);
     XO_t xo, uo;
-    uo.fence_operand();
-    xo.fence_operand();
-    ptx::wgmma_fence();
-    {
-      const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem(stg.vt[half].bytes));
-      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem(stg.tp_lo.bytes)), false);
-      uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem(stg.tp_hi.bytes)), true);
-    }
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
-    ptx::wgmma_commit_group();
-    ptx::wgmma_wait_group<0>();
-    uo.fence_operand();
-    xo.fence_operand();
+    wgmma_recurrence_detail::step_products<L>(sa, stg, half, uo, xo);
     S.mul_cols(gm);
 #pragma unroll
     for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];

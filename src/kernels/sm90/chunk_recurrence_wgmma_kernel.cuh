@@ -78,6 +78,31 @@ inline constexpr int kAnyRole = 0, kProducerRole = 1, kConsumerRole = 2;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
+// A chunk step's first batch on stage `stg` (L::Stage): [U0 | O0] = Vᵀ·[Tb; P] with Vᵀ the value tile
+// stg.vt[vt] ([Tb; P] lo, then hi) and [X | Oin] = S·[Wd; Qp] with S as the bf16 A operands `sa`;
+// committed and waited for. No branch and no register write inside the batch (ptxas would serialise
+// it, C7510-C7520). The kernel's step and benchmarks/fused_piece_kernel.cuh (which times it) share it.
+template <class L, class XO_t>
+__device__ __forceinline__ void step_products(const uint32_t (&sa)[8][4], typename L::Stage& stg, int vt, XO_t& uo,
+                                              XO_t& xo) {
+  const uint32_t wq_addr = smem_addr(stg.wq.bytes);
+  uo.fence_operand();
+  xo.fence_operand();
+  ptx::wgmma_fence();
+  {
+    const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem_addr(stg.vt[vt].bytes));
+    uo.template mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_lo.bytes)), false);
+    uo.template mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_hi.bytes)), true);
+  }
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks)
+    xo.template mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
+  ptx::wgmma_commit_group();
+  ptx::wgmma_wait_group<0>();
+  uo.fence_operand();
+  xo.fence_operand();
+}
+
 }  // namespace wgmma_recurrence_detail
 
 template <int kWG, bool kWarm = false>
@@ -282,7 +307,6 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // A partial chunk's values were written by cp.async (generic proxy); wgmma reads the stage through
       // the async proxy (the bulk and tensor copies need no fence: they are async-proxy writes).
       ptx::fence_proxy_async_shared();
-      const uint32_t wq_addr = smem_addr(stg.wq.bytes);
       uint32_t sa[8][4];
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
@@ -294,20 +318,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       float2 gm[S_t::kColPairs];
       S_t::load_col_factors(t, stg.gamma, gm);
       XO_t xo, uo;
-      uo.fence_operand();
-      xo.fence_operand();
-      ptx::wgmma_fence();
-      {
-        const uint64_t d_vt = tile::mnmajor_operand<typename L::VtTile>(0).at(smem_addr(stg.vt[wg].bytes));
-        uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_lo.bytes)), false);
-        uo.mma_ss<1, 0>(d_vt, tile::kmajor_operand<typename L::TpTile>(0).at(smem_addr(stg.tp_hi.bytes)), true);
-      }
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) xo.mma_rs<0>(sa[ks], tile::kmajor_operand<typename L::WqTile>(ks).at(wq_addr), ks > 0);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      uo.fence_operand();
-      xo.fence_operand();
+      step_products<L>(sa, stg, wg, uo, xo);
       // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
       // Γ loaded before the batch (see the top of the file).
       S.mul_cols(gm);

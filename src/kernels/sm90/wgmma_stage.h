@@ -71,10 +71,11 @@ KDA_TILE_HD constexpr bool record_is_stage_prefix() {
          offsetof(Stage, gamma) == ChunkRecord::kGammaOffset && offsetof(Stage, vt) >= ChunkRecord::kBytes;
 }
 
-// The producer's share of a step whose values come by cp.async (the last chunk of a sequence, when
-// it is partial; a transition's zero values; or no tensor map of v): lane pt of the producer's first
-// warp copies value pieces value_piece(pt, m) for m < kValueRounds (piece k: warpgroup k / 128, token
-// (k / 8) % 16, rows 8 (k % 8) ..). Together every piece exactly once (tests/test_wgmma_stage.cpp).
+// The producer's share of a step whose values come by cp.async (a sequence's partial last chunk;
+// every step, a transition's zero values included, when no tensor map describes v): lane pt of the
+// producer's first warp copies value pieces value_piece(pt, m) for m < kValueRounds (piece k:
+// warpgroup k / 128, token (k / 8) % 16, rows 8 (k % 8) ..). Together every piece exactly once
+// (tests/test_wgmma_stage.cpp).
 template <class L>
 struct ProducerShare {
   static constexpr int kThreads = 32;
