@@ -191,23 +191,25 @@ TEST(RingSync, BulkCopyThenBulkCopy) {
 }
 
 // The warm-up tail's hand-over between jobs (recurrence_tail.cuh, run_tail_jobs), reduced: two roles
-// (kHandConsumers consumer threads, then kHandProducers producer threads) each meet at a named barrier
-// of their own, and hand over by two mbarriers of one arrival each: the producer's first thread
-// arrives on `producer_done` once its role is done with the round; thread 0 waits for it, reads what
-// both roles wrote in the round, publishes a token and arrives on `job_ready`, which the producer's
-// first thread waits for. Every thread records the token it read; a missing order shows as a wrong
-// token (and as a hazard under racecheck, which runs this test: scripts/gpu_verify.sh).
+// (kHandConsumers consumer threads, then kHandProducers producer threads). Every producer thread
+// arrives on `producer_done` once it has written its part of the round and waits for `job_ready`; the
+// consumers meet at their named barrier, thread 0 waits for `producer_done`, reads what both roles
+// wrote in the round and publishes a token, the consumers meet again and each arrives on `job_ready`.
+// Every thread records the token it read; a missing order shows as a wrong token (and as a hazard
+// under racecheck, which runs this test: scripts/gpu_verify.sh).
 constexpr int kHandConsumers = 64, kHandProducers = 32, kHandRounds = 32;
 
 __global__ void probe_handover(const int* salt, int* tokens) {
   __shared__ int written[kHandConsumers + kHandProducers];
   __shared__ __align__(8) uint64_t producer_done, job_ready;
   __shared__ int token;
+  __shared__ uint32_t rounds;
   const int t = threadIdx.x;
   const bool consumer = t < kHandConsumers;
   if (t == 0) {
-    ptx::mbar_init(&producer_done, 1);
-    ptx::mbar_init(&job_ready, 1);
+    ptx::mbar_init(&producer_done, kHandProducers);
+    ptx::mbar_init(&job_ready, kHandConsumers);
+    rounds = 0;
     ptx::fence_barrier_init();
   }
   __syncthreads();
@@ -216,20 +218,19 @@ __global__ void probe_handover(const int* salt, int* tokens) {
     if (consumer) {
       ptx::named_barrier_sync<14, kHandConsumers>();
       if (t == 0) {
-        ptx::mbar_wait(&producer_done, r & 1);
+        const uint32_t k = rounds;
+        ptx::mbar_wait(&producer_done, k & 1);
         int sum = 0;
         for (int i = 0; i < kHandConsumers + kHandProducers; ++i) sum += written[i] * (i + 1);
         token = sum;
-        ptx::mbar_arrive(&job_ready);
+        rounds = k + 1;
       }
       ptx::named_barrier_sync<14, kHandConsumers>();
+      ptx::mbar_arrive(&job_ready);
     } else {
-      ptx::named_barrier_sync<15, kHandProducers>();
-      if (t == kHandConsumers) {
-        ptx::mbar_arrive(&producer_done);
-        ptx::mbar_wait(&job_ready, r & 1);
-      }
-      ptx::named_barrier_sync<15, kHandProducers>();
+      const uint32_t k = rounds;
+      ptx::mbar_arrive(&producer_done);
+      ptx::mbar_wait(&job_ready, k & 1);
     }
     tokens[r * (kHandConsumers + kHandProducers) + t] = token;
   }

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       ptx::mbar_init(&full[s], 32);
       ptx::mbar_init(&empty[s], 32 * kWarps);
     }
-    if constexpr (kWarm) tail_shared_init(tail);
+    if constexpr (kWarm) tail_shared_init<32 * kWarps, 32>(tail);
     ptx::fence_barrier_init();
   }
   // Bounded warm-up: the unit's layout depends on the gates (the preparation's chunk bounds), so

@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       ptx::mbar_init(&full[s], 1);  // the producer's first thread (expect_tx)
       ptx::mbar_init(&empty[s], 32 * L::kConsumerWarps);  // one arrival per consumer lane
     }
-    if constexpr (kWarm) tail_shared_init(tail);
+    if constexpr (kWarm) tail_shared_init<128 * kWG, L::kProducerThreads>(tail);
     ptx::fence_barrier_init();
     ring[0] = ring[1] = 0;
   }

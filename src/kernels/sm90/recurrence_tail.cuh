@@ -65,26 +65,28 @@ struct TailBook {
 };
 
 // What a warm-up CTA's job loop keeps in shared memory (a value carried in registers would stay live
-// through the whole step loop of a job). The two roles hand over between jobs by two mbarriers of one
-// arrival each, each role meeting at a named barrier of its own (run_tail_jobs).
+// through the whole step loop of a job). Between jobs the consumers meet at a named barrier of their
+// own and the roles hand over by two mbarriers on which every thread of the other role arrives
+// (run_tail_jobs), so that each thread's writes reach the other role by its own release.
 struct TailShared {
-  uint64_t producer_done;  // mbarrier: the producer's reader, once the producer is done with the job
-  uint64_t job_ready;      // mbarrier: thread 0, once next_job is set and the ring prepared
-  uint64_t summary_seen;   // the summary as the reader read it during the job
+  uint64_t producer_done;  // mbarrier, one arrival per producer thread once it is done with the job
+  uint64_t job_ready;      // mbarrier, one arrival per consumer thread once next_job is set
+  uint64_t summary_seen;   // the summary as the producer's first thread read it during the job
   TailBook book;           // thread 0's
-  uint32_t handovers[2];   // handovers so far: [0] thread 0's, [1] the reader's (the waits' parities)
+  uint32_t rounds;         // hand-overs completed (the waits' parity); thread 0 advances it
   int32_t next_job;
 };
 
 // Thread 0, before the CTA barrier that follows the ring's initialisation.
+template <int kConsumers, int kProducers>
 __device__ __forceinline__ void tail_shared_init(TailShared& sh) {
-  ptx::mbar_init(&sh.producer_done, 1);
-  ptx::mbar_init(&sh.job_ready, 1);
-  sh.handovers[0] = sh.handovers[1] = 0;
+  ptx::mbar_init(&sh.producer_done, kProducers);
+  ptx::mbar_init(&sh.job_ready, kConsumers);
+  sh.rounds = 0;
 }
 
-// Named barriers of the job loop: the consumers' and the producer's (not used by the kernels' steps).
-inline constexpr uint32_t kTailConsumerBarrier = 14, kTailProducerBarrier = 15;
+// The consumers' named barrier in the job loop (not used by the kernels' steps).
+inline constexpr uint32_t kTailConsumerBarrier = 14;
 
 // Thread 0, once both roles are done with the CTA's last job (run_tail_jobs): signals it (its unit's counter),
 // then returns the next tail job to run, or -1 (none left for this CTA). `summary_seen`: the summary
@@ -228,15 +230,19 @@ __device__ __forceinline__ void tail_reset_ring(uint64_t* full, uint64_t* empty,
 
 // The tail's job loop of a warm-up plan's pass-1 CTA, after its own job (both recurrence kernels;
 // every thread calls it; `consumer`: this thread is one of the kConsumers consumer threads, 0 ..
-// kConsumers - 1, else one of the kProducers producer threads that follow). Between two jobs each role
-// meets at a named barrier of its own, and the roles hand over by two mbarriers: the producer's first
-// thread (the reader, idle by then) reads the summary while the consumers end the job and arrives on
-// producer_done; thread 0 waits for it, signals the job just done, draws the next ticket, prepares the
-// ring for it (reset_ring(job): re-armed, or advanced) and arrives on job_ready, which the reader waits
-// for. Then every thread runs combine(job) or pass2(job). No CTA-wide barrier: the wgmma kernel's roles
-// run this loop from two copies of it (one per role, so that ptxas keeps their setmaxnreg), where
-// __syncthreads is reached from two places (synccheck: divergence), and its unaligned form cost the
-// long-memory cases 5-13% (c776f0b, 2026-12-01).
+// kConsumers - 1, else one of the kProducers producer threads that follow; TailShared initialised
+// with tail_shared_init<kConsumers, kProducers>). Between two jobs: every producer thread arrives on
+// producer_done (its first thread, idle by then, having read the summary) and waits for job_ready;
+// the consumers meet at their named barrier, thread 0 waits for producer_done, signals the job just
+// done, draws the next ticket and prepares the ring for it (reset_ring(job): re-armed, or advanced),
+// the consumers meet again and each arrives on job_ready. Then every thread runs combine(job) or
+// pass2(job). No CTA-wide barrier: the wgmma kernel's roles run this loop from two copies of it (one
+// per role, so that ptxas keeps their setmaxnreg), where __syncthreads is reached from two places
+// (synccheck: divergence), and its unaligned form cost the long-memory cases 5-13% (c776f0b,
+// 2026-12-01). Every thread arrives itself (no arrival on behalf of a role met at a barrier):
+// racecheck then sees each write ordered before the other role's accesses directly (with one
+// arrival per role after a named barrier it reported the order it could not follow, intermittently,
+// on RingSync.RolesHandOverByNamedBarriersAndMbarriers).
 template <int kConsumers, int kProducers, class ResetRing, class Combine, class Pass2>
 __device__ __forceinline__ void run_tail_jobs(const RecurrenceParams& p, TailShared& sh, bool consumer,
                                               ResetRing&& reset_ring, Combine&& combine, Pass2&& pass2) {
@@ -244,20 +250,20 @@ __device__ __forceinline__ void run_tail_jobs(const RecurrenceParams& p, TailSha
     if (consumer) {
       ptx::named_barrier_sync<kTailConsumerBarrier, kConsumers>();  // every consumer is done with the job
       if (threadIdx.x == 0) {
-        ptx::mbar_wait(&sh.producer_done, sh.handovers[0]++ & 1);  // ... and the producer
+        const uint32_t k = sh.rounds;
+        ptx::mbar_wait(&sh.producer_done, k & 1);  // ... and every producer thread
         sh.next_job = next_tail_job(p, &sh.book, sh.summary_seen);
         if (sh.next_job >= 0) reset_ring(sh.next_job);
-        ptx::mbar_arrive(&sh.job_ready);
+        sh.rounds = k + 1;
       }
       ptx::named_barrier_sync<kTailConsumerBarrier, kConsumers>();
+      ptx::mbar_arrive(&sh.job_ready);
     } else {
-      ptx::named_barrier_sync<kTailProducerBarrier, kProducers>();  // every producer thread is done
-      if (threadIdx.x == kConsumers) {
-        sh.summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
-        ptx::mbar_arrive(&sh.producer_done);
-        ptx::mbar_wait(&sh.job_ready, sh.handovers[1]++ & 1);
-      }
-      ptx::named_barrier_sync<kTailProducerBarrier, kProducers>();
+      // (Thread 0 advances `rounds` only once every producer thread has arrived below.)
+      const uint32_t k = sh.rounds;
+      if (threadIdx.x == kConsumers) sh.summary_seen = ptx::ld_acquire(TailWords{p.tail}.summary());
+      ptx::mbar_arrive(&sh.producer_done);
+      ptx::mbar_wait(&sh.job_ready, k & 1);
     }
     const int32_t job = sh.next_job;
     if (job < 0) return;
