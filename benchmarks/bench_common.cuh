@@ -76,6 +76,31 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// The SM clock now, in MHz: one thread counts its SM's cycles (clock64) against the global
+// nanosecond timer over ~200 us (the timer's granularity is about a microsecond). The H200's clock
+// moves between ~1,740 and 1,980 MHz with its power management (docs/performance_notes.md), so the
+// benchmarks record it beside their times.
+__global__ void clock_probe_kernel(double* mhz) {
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  } while (t1 - t0 < 200000ull);
+  const long long c1 = clock64();
+  *mhz = static_cast<double>(c1 - c0) * 1e3 / static_cast<double>(t1 - t0);
+}
+
+// Runs clock_probe_kernel on `stream` and waits for it (`buf`: one double of device memory).
+inline double sm_clock_mhz(cudaStream_t stream, double* buf) {
+  clock_probe_kernel<<<1, 1, 0, stream>>>(buf);
+  double mhz = 0;
+  if (cudaMemcpyAsync(&mhz, buf, sizeof(mhz), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess)
+    return -1;
+  return mhz;
+}
+
 // Whether `name` contains one of the comma-separated parts of `filter` (an empty filter matches).
 inline bool matches(const std::string& filter, const std::string& name) {
   if (filter.empty()) return true;

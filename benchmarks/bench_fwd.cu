@@ -3,8 +3,9 @@
 // Inputs as the anchors: q, k, v, g, beta ~ N(0, 1) bf16; A_log, dt_bias ~ U[0, 1) fp32; fp32
 // initial and final states [N, H, V, K]; lower_bound -5; scale 1/sqrt(128). Inputs are generated on
 // the device; when one set fits in L2 several sets are rotated so that timings do not measure L2.
-// Per case: median of --iters eager calls timed with CUDA events around the call (after warm-up),
-// then the median of graph replays of the same call (kernel time without host overhead). Writes
+// Per case, after the GPU has idled --idle-ms: median of --iters eager calls timed with CUDA events
+// around the call (after warm-up), then the median of graph replays of the same call (kernel time
+// without host overhead); the SM clock is probed before and after the eager calls. Writes
 // one JSON object per case (--json PATH) for scripts/make_benchmark_md.py and prints a table.
 //
 // Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]]
@@ -12,6 +13,9 @@
 //        [--context-method M]  (kda_fwd_params.context_method: 0 automatic, 1 exact combine, 2 warm-up)
 //        [--trusted-pointers]  (kda_fwd_params.trusted_pointers = 1: no per-tensor device queries;
 //                               the published protocol measures the checked call, without it)
+//        [--idle-ms N]         (default 300: the GPU idles N ms before each case's timed calls, so that
+//                               no case runs at the clock that the previous case's power draw left;
+//                               0: cases back to back, the protocol before 2026-12-01 16:00 UTC)
 //        [--diagnose]          (also, after the graph replays: the eager time again, and the eager
 //                               call's GPU time alone, timed behind a 200 us kernel that keeps the
 //                               GPU busy while the host enqueues the call: JSON eager_again_ms and
@@ -29,6 +33,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
@@ -96,12 +101,14 @@ struct InputSet {
 
 struct Result {
   double eager_ms = 0, graph_ms = 0, host_us = 0;
+  double sm_mhz_before = -1, sm_mhz_after = -1;  // the SM clock before and after the eager calls
   double eager_again_ms = -1, eager_busy_ms = -1;  // --diagnose
   unsigned long long non_finite = 0;
   int sets = 1;
 };
 
-Result run_case(const Case& c, int iters, int context_split, int context_method, bool trusted_pointers, bool diagnose) {
+Result run_case(const Case& c, int iters, int context_split, int context_method, bool trusted_pointers, bool diagnose,
+                int idle_ms) {
   const bool varlen = c.seq_lens.size() > 1;
   const int64_t B = varlen ? 1 : c.B;
   int64_t T = 0;
@@ -192,8 +199,14 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
+  double* probe;
+  CUDA_OK(cudaMalloc(&probe, sizeof(double)));
+  // The GPU idles before the case (its power management raises the clock again), then the warm-up.
+  CUDA_OK(cudaDeviceSynchronize());
+  if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
   for (int i = 0; i < 10; ++i) call(i);
   CUDA_OK(cudaStreamSynchronize(stream));
+  res.sm_mhz_before = sm_clock_mhz(stream, probe);
   // Median over `iters` of the CUDA-event time around launch(i); `busy`: behind a 200 us kernel, so
   // that the host has enqueued the call before the GPU reaches it (--diagnose).
   auto median_ms = [&](auto launch, bool busy = false) {
@@ -211,6 +224,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
     return median(times);
   };
   res.eager_ms = median_ms(call);
+  res.sm_mhz_after = sm_clock_mhz(stream, probe);
   // Host time of one call (validation, plan, launches), the GPU kept busy: 20 calls back to back.
   {
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -247,6 +261,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
 
   for (auto& e : execs) cudaGraphExecDestroy(e);
   cudaFree(count);
+  cudaFree(probe);
   for (InputSet& x : sets)
     for (void* p : {x.q, x.k, x.v, x.g, x.beta, x.out, x.h0, x.ht}) cudaFree(p);
   cudaFree(A_log);
@@ -263,7 +278,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
 
 int main(int argc, char** argv) {
   std::string cases_path, json_path, filter;
-  int iters = 50, context_split = 0, context_method = 0;
+  int iters = 50, context_split = 0, context_method = 0, idle_ms = 300;
   bool trusted_pointers = false, diagnose = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -276,10 +291,11 @@ int main(int argc, char** argv) {
     else if (a == "--context-method") context_method = std::atoi(next().c_str());
     else if (a == "--trusted-pointers") trusted_pointers = true;
     else if (a == "--diagnose") diagnose = true;
+    else if (a == "--idle-ms") idle_ms = std::max(0, std::atoi(next().c_str()));
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] "
-                   "[--context-split N] [--context-method M] [--trusted-pointers] [--diagnose]\n",
+                   "[--context-split N] [--context-method M] [--trusted-pointers] [--idle-ms N] [--diagnose]\n",
                    argv[0]);
       return 2;
     }
@@ -291,8 +307,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s (%d SMs), flash_kda %s\n", prop.name, prop.multiProcessorCount, kda_version_string());
-  std::printf("%-22s %9s %9s %8s %7s %9s %8s %8s %8s\n", "case", "ms", "graph_ms", "floor", "xfloor", "flashkda", "speedup",
-              "vs_fla", "host_us");
+  std::printf("%-22s %9s %9s %8s %7s %9s %8s %8s %8s %7s\n", "case", "ms", "graph_ms", "floor", "xfloor", "flashkda", "speedup",
+              "vs_fla", "host_us", "sm_mhz");
   std::ofstream json;
   if (!json_path.empty()) json.open(json_path);
   int bad = 0;
@@ -311,14 +327,14 @@ int main(int argc, char** argv) {
   };
   for (const Case& c : read_cases(cases_path)) {
     if (!matches(filter, c.name)) continue;
-    const Result r = run_case(c, iters, context_split, context_method, trusted_pointers, diagnose);
+    const Result r = run_case(c, iters, context_split, context_method, trusted_pointers, diagnose, idle_ms);
     const double speedup = c.flashkda_ms / r.eager_ms;
     add(c.group, speedup, r.eager_ms);
     add("all", speedup, r.eager_ms);
-    std::printf("%-22s %9.4f %9.4f %8.4f %7.2f %9.3f %8.2f %8s %8.1f%s\n", c.name.c_str(), r.eager_ms, r.graph_ms,
+    std::printf("%-22s %9.4f %9.4f %8.4f %7.2f %9.3f %8.2f %8s %8.1f %7.0f%s\n", c.name.c_str(), r.eager_ms, r.graph_ms,
                 c.floor_ms, r.eager_ms / c.floor_ms, c.flashkda_ms, speedup,
                 c.fla_ms > 0 ? std::to_string(c.fla_ms / r.eager_ms).substr(0, 5).c_str() : "-", r.host_us,
-                r.non_finite ? "  NON-FINITE OUTPUT" : "");
+                r.sm_mhz_after, r.non_finite ? "  NON-FINITE OUTPUT" : "");
     if (diagnose)
       std::printf("%-22s eager again %9.4f, eager behind a busy GPU %9.4f (graph %9.4f)\n", "", r.eager_again_ms,
                   r.eager_busy_ms, r.graph_ms);
@@ -327,7 +343,9 @@ int main(int argc, char** argv) {
       json << "{\"group\":\"" << c.group << "\",\"name\":\"" << c.name << "\",\"ms\":" << r.eager_ms
            << ",\"graph_ms\":" << r.graph_ms << ",\"host_us\":" << r.host_us << ",\"floor_ms\":" << c.floor_ms << ",\"flashkda_ms\":" << c.flashkda_ms
            << ",\"fla_ms\":" << c.fla_ms << ",\"input_sets\":" << r.sets << ",\"non_finite\":" << r.non_finite
-           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method;
+           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method
+           << ",\"idle_ms\":" << idle_ms << ",\"sm_mhz_before\":" << r.sm_mhz_before
+           << ",\"sm_mhz_after\":" << r.sm_mhz_after;
     if (json.is_open() && diagnose)
       json << ",\"eager_again_ms\":" << r.eager_again_ms << ",\"eager_busy_ms\":" << r.eager_busy_ms;
     if (json.is_open()) json << "}\n";

@@ -6,7 +6,8 @@
 #              per tool, default 600 s; SANITIZER_INFO=0 skips the informational racecheck run), racecheck
 #              also on runs that reuse the recurrence's stage ring and on the decode kernels, the
 #              numerics and in-place cases; memcheck on the 8-thread x 4-stream concurrency test
-#   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py)
+#   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py); the GPU
+#              idles 0.3 s before every case (run_bench), also for older baselines' binaries
 #   decode     C++ decode benchmark (decode group of cases.json, bf16-pool twins, verify T = 4; every
 #              kernel configuration of kda_decode, eager and graph; a plain copy of the same state
 #              bytes as the practical floor) -> bench_decode.json
@@ -140,17 +141,40 @@ stage_sanitizer() {
   record sanitizer $rc "logs: sanitizer_*.log"
 }
 
+# run_bench BIN JSON LOG: flash_kda_bench over cases.json with the GPU idle before every case. A binary
+# from before the --idle-ms option (a baseline of an older commit) runs each case in a process of its
+# own after 0.3 s of sleep instead, keeping the line of the case's exact name: the same conditions.
+run_bench() {
+  local bin=$1 json=$2 log=$3
+  if "$bin" --help 2>&1 | grep -q -- --idle-ms; then
+    timeout 900 "$bin" --cases "$DATA/cases.json" --json "$json" >"$log" 2>&1
+    return
+  fi
+  local rc=0 c
+  : >"$json"
+  : >"$log"
+  for c in $(python3 -c "import json, sys; d = json.load(open(sys.argv[1]))
+print(' '.join(c['name'] for g in ('prefill', 'prefill_small_heads', 'prefill_long_memory') for c in d.get(g, [])))" \
+    "$DATA/cases.json"); do
+    sleep 0.3
+    timeout 120 "$bin" --cases "$DATA/cases.json" --filter "$c" --json "$json.one" >>"$log" 2>&1 || rc=$((rc + 1))
+    python3 -c "import json, sys
+for l in open(sys.argv[1]):
+    if l.strip() and json.loads(l)['name'] == sys.argv[2]: print(l.strip())" "$json.one" "$c" >>"$json"
+  done
+  rm -f "$json.one"
+  return $rc
+}
+
 stage_bench() {
-  timeout 900 "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --json "$LOG/bench.json" \
-    >"$LOG/bench.log" 2>&1
+  run_bench "$BUILD/benchmarks/flash_kda_bench" "$LOG/bench.json" "$LOG/bench.log"
   local rc=$?
   cat "$LOG/bench.log"
   # Variant builds (VARIANT_BUILDS="build-x ...", e.g. other launcher knobs), timed in the same call.
   local v
   for v in ${VARIANT_BUILDS:-}; do
     [ -x "$v/benchmarks/flash_kda_bench" ] || continue
-    timeout 600 "$v/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --json "$LOG/bench_$(basename "$v").json" \
-      >"$LOG/bench_$(basename "$v").log" 2>&1
+    run_bench "$v/benchmarks/flash_kda_bench" "$LOG/bench_$(basename "$v").json" "$LOG/bench_$(basename "$v").log"
     echo "--- variant $v"
     cat "$LOG/bench_$(basename "$v").log"
   done

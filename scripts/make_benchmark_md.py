@@ -162,6 +162,10 @@ def table(rows, fla_now, base, base_label):
     if base:
         head += f" {base_label} ms | speedup over {base_label} |"
         rule += "---:|---:|"
+    clocks = any("sm_mhz_after" in r for r in rows)  # benchmarks since 2026-12-01 16:00 UTC probe the SM clock
+    if clocks:
+        head += " SM MHz |"
+        rule += "---:|"
     lines = [head, rule]
     for r in rows:
         now = fla_now.get(r["name"])
@@ -171,6 +175,9 @@ def table(rows, fla_now, base, base_label):
         if base:
             b = base.get(r["name"])
             line += f" {ms(b['ms'] if b else None)} | {ratio(b['ms'] if b else None, r['ms'])} |"
+        if clocks:
+            mhz = [r[k] for k in ("sm_mhz_before", "sm_mhz_after") if r.get(k, -1) > 0]
+            line += f" {'–' if not mhz else '-'.join(f'{x:.0f}' for x in sorted(set(round(m) for m in mhz)))} |"
         lines.append(line)
     sp = [r["flashkda_ms"] / r["ms"] for r in rows]
     lines.append("")
@@ -358,6 +365,17 @@ def check(md_path):
     return bad
 
 
+def idle_note(rows):
+    """What the protocol line says about the GPU's idle time before each case (bench JSON field idle_ms)."""
+    idle = {r.get("idle_ms") for r in rows}
+    if idle == {None} or idle == {0}:
+        return ""
+    return (f" Each case starts after the GPU has idled {'/'.join(str(x) for x in sorted(i for i in idle if i))} ms,"
+            "\n  so that none runs at the clock the previous case's power draw left (the H200's power management"
+            "\n  moves the SM clock between ~1,740 and 1,980 MHz); `SM MHz` = the clock probed before and after the"
+            "\n  eager calls (benchmarks/bench_common.cuh).")
+
+
 def generate(a):
     """The Markdown text and the SVG chart for parsed arguments `a`."""
     rows = read_lines(a.bench)
@@ -381,7 +399,8 @@ def generate(a):
         "- protocol (spec §7): random normal bf16 q/k/v/g/beta, A_log and dt_bias U[0,1), fp32 initial and final",
         "  state, lower_bound -5, scale 1/sqrt(128); `ms` = median of 50 eager calls timed with CUDA events around",
         "  the C API call after 10 warm-ups (inputs rotated over several sets when one set fits in L2); `graph ms` =",
-        "  median of 50 CUDA-graph replays of the same call (kernel time without host overhead).",
+        "  median of 50 CUDA-graph replays of the same call (kernel time without host overhead)."
+        + idle_note(rows),
         "- floor = bytes that must move / 4.27 TB/s; FlashKDA and FLA (file) times are the anchors of",
         "  `bench/cases.json` (same GPU model, measured 2026-11-29); FLA (this run) is flash-linear-attention's",
         "  Triton `chunk_kda` measured in the same session by `benchmarks/bench_python.py`, where run"
