@@ -370,10 +370,10 @@ def idle_note(rows):
     idle = {r.get("idle_ms") for r in rows}
     if idle == {None} or idle == {0}:
         return ""
-    return (f" Each case starts after the GPU has idled {'/'.join(str(x) for x in sorted(i for i in idle if i))} ms,"
-            "\n  so that none runs at the clock the previous case's power draw left (the H200's power management"
-            "\n  moves the SM clock between ~1,740 and 1,980 MHz); `SM MHz` = the clock probed before and after the"
-            "\n  eager calls (benchmarks/bench_common.cuh).")
+    return (f"\n  Each case starts after the GPU has idled {'/'.join(str(x) for x in sorted(i for i in idle if i))} ms, so"
+            " that none runs at the clock the previous case's power"
+            "\n  draw left (the H200's power management moves the SM clock between ~1,740 and 1,980 MHz);"
+            "\n  `SM MHz` = the clock probed before and after the eager calls (benchmarks/bench_common.cuh).")
 
 
 def generate(a):
