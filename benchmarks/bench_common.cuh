@@ -78,8 +78,8 @@ inline double median(std::vector<double> v) {
 
 // The SM clock now, in MHz: one thread counts its SM's cycles (clock64) against the global
 // nanosecond timer over ~200 us (the timer's granularity is about a microsecond). The H200's clock
-// moves between ~1,740 and 1,980 MHz with its power management (docs/performance_notes.md), so the
-// benchmarks record it beside their times.
+// moves between ~1,740 and 1,980 MHz with its power management (docs/performance_notes.md), so
+// flash_kda_bench records it beside its times.
 __global__ void clock_probe_kernel(double* mhz) {
   unsigned long long t0, t1;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));

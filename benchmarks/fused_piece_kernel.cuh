@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "src/kernels/sm90/chunk_record.cuh"
-#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_products
+#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_batch
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_chunk.cuh"
 #include "src/kernels/sm90/recurrence_task.cuh"
@@ -197,19 +197,11 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
   rp.out_st = a.out_st;
   const SequenceSpan span{0, 0, 16 * a.chunks, 0};
   auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
-  // One 64-row chain's step on chunk i, stage stg (the kernel's step: its first batch is the kernel's
-  // own step_products).
+  // One 64-row chain's step on chunk i, stage stg (the kernel's step: up to the update it is the
+  // kernel's own step_batch).
   auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
-    uint32_t sa[8][4];
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
-    float2 gm[S_t::kColPairs];
-    S_t::load_col_factors(t, stg.gamma, gm);
     XO_t xo, uo;
-    wgmma_recurrence_detail::step_products<L>(sa, stg, half, uo, xo);
-    S.mul_cols(gm);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];
+    wgmma_recurrence_detail::step_batch<L>(S, t, stg, half, uo, xo);
     uint32_t ua[4];
     uo.to_a(0, ua);
     const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(stg.kr.bytes));

@@ -114,6 +114,23 @@ bool golden_available(const std::string& dir) {
   return read_file(dir + "/index.json", &text);
 }
 
+std::vector<std::string> shared_golden_cases(std::string* dir, std::string* skip, std::string* failure) {
+  bool named = false;
+  *dir = golden_dir(&named);
+  if (!golden_available(*dir)) {
+    if (named)
+      *failure = "FLASH_KDA_GOLDEN_DIR names " + *dir + ", which has no index.json";
+    else
+      *skip = "../shared/golden not found (looked for " + *dir +
+              "/index.json): the independent shared check is skipped; the in-repo cases ran";
+    return {};
+  }
+  std::string error;
+  std::vector<std::string> names = golden_case_names(*dir, &error);
+  if (names.empty()) *failure = *dir + "/index.json lists no case" + (error.empty() ? "" : ": " + error);
+  return names;
+}
+
 std::vector<std::string> golden_case_names(const std::string& dir, std::string* error) {
   std::vector<std::string> names;
   std::string text;

@@ -54,6 +54,11 @@ std::string repo_golden_dir();
 bool golden_available(const std::string& dir);
 // Case names of `dir`/index.json (empty on error, with *error set).
 std::vector<std::string> golden_case_names(const std::string& dir, std::string* error);
+// The shared golden cases for a test, with *dir set to golden_dir(). Empty with *skip set when the
+// folder is absent and nobody asked for it (the test skips: the in-repo cases still run); empty with
+// *failure set when FLASH_KDA_GOLDEN_DIR names a folder without index.json or the index lists no case
+// (the test fails).
+std::vector<std::string> shared_golden_cases(std::string* dir, std::string* skip, std::string* failure);
 // Loads case `name` of `dir`; false with *error on any problem (missing file, size mismatch...).
 bool load_golden_case(const std::string& dir, const std::string& name, GoldenCase* out, std::string* error);
 

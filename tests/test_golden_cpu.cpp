@@ -205,28 +205,10 @@ std::string case_test_name(const ::testing::TestParamInfo<std::string>& info) {
 INSTANTIATE_TEST_SUITE_P(Repo, RepoGoldenCpu, ::testing::ValuesIn(repo_golden_case_names()), case_test_name);
 
 // --- ../shared/golden: every case it lists, found at run time.
-// The shared cases, or why they cannot run: *skip set (folder absent, not asked for) or a failure
-// added (folder named by FLASH_KDA_GOLDEN_DIR but absent, or an empty or unreadable index).
-std::vector<std::string> shared_cases(std::string* dir, std::string* skip) {
-  bool named = false;
-  *dir = golden_dir(&named);
-  if (!golden_available(*dir)) {
-    if (named)
-      ADD_FAILURE() << "FLASH_KDA_GOLDEN_DIR names " << *dir << ", which has no index.json";
-    else
-      *skip = "../shared/golden not found (looked for " + *dir +
-              "/index.json): the independent shared check is skipped; the in-repo cases (Repo/RepoGoldenCpu) ran";
-    return {};
-  }
-  std::string error;
-  std::vector<std::string> names = golden_case_names(*dir, &error);
-  if (names.empty()) ADD_FAILURE() << *dir << "/index.json lists no case" << (error.empty() ? "" : ": " + error);
-  return names;
-}
-
 #define KDA_FOR_EACH_SHARED_CASE(body)                                           \
-  std::string dir, skip;                                                         \
-  const std::vector<std::string> names = shared_cases(&dir, &skip);              \
+  std::string dir, skip, failure;                                                \
+  const std::vector<std::string> names = shared_golden_cases(&dir, &skip, &failure); \
+  ASSERT_TRUE(failure.empty()) << failure;                                       \
   if (!skip.empty()) GTEST_SKIP() << skip;                                       \
   for (const std::string& name : names) {                                       \
     SCOPED_TRACE("shared golden case " + name);                                  \

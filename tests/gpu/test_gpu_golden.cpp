@@ -70,16 +70,10 @@ INSTANTIATE_TEST_SUITE_P(Repo, RepoGoldenGpu, ::testing::ValuesIn(repo_golden_ca
 
 TEST(SharedGoldenGpu, EveryCaseWithinToleranceOfFloat64AndDeterministic) {
   KDA_SKIP_WITHOUT_SM90();
-  bool named = false;
-  const std::string dir = golden_dir(&named);
-  if (!golden_available(dir)) {
-    if (named) FAIL() << "FLASH_KDA_GOLDEN_DIR names " << dir << ", which has no index.json";
-    GTEST_SKIP() << "../shared/golden not found (looked for " << dir
-                 << "/index.json): the independent shared check is skipped; the in-repo cases ran";
-  }
-  std::string error;
-  const std::vector<std::string> names = golden_case_names(dir, &error);
-  ASSERT_FALSE(names.empty()) << dir << "/index.json lists no case " << error;
+  std::string dir, skip, failure, error;
+  const std::vector<std::string> names = shared_golden_cases(&dir, &skip, &failure);
+  ASSERT_TRUE(failure.empty()) << failure;
+  if (!skip.empty()) GTEST_SKIP() << skip;
   for (const std::string& name : names) {
     SCOPED_TRACE("shared golden case " + name);
     GoldenCase c;

@@ -103,6 +103,24 @@ __device__ __forceinline__ void step_products(const uint32_t (&sa)[8][4], typena
   xo.fence_operand();
 }
 
+// A chunk step up to the update's operand: S as bf16 A operands, thread t's Γ loaded before the batch
+// (so that S·Diag(Γ) after it does not wait for shared memory), the first batch (step_products),
+// then S·Diag(Γ) once the products are done (inside the batch ptxas serialises it, C7518, even with
+// Γ loaded before it; see the top of the file) and U = U0 − X in uo's columns 0..15 (n-blocks 0, 1).
+// The kernel's step and benchmarks/fused_piece_kernel.cuh share it.
+template <class L, class S_t, class XO_t>
+__device__ __forceinline__ void step_batch(S_t& S, int t, typename L::Stage& stg, int vt, XO_t& uo, XO_t& xo) {
+  uint32_t sa[8][4];
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
+  float2 gm[S_t::kColPairs];
+  S_t::load_col_factors(t, stg.gamma, gm);
+  step_products<L>(sa, stg, vt, uo, xo);
+  S.mul_cols(gm);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];
+}
+
 }  // namespace wgmma_recurrence_detail
 
 template <int kWG, bool kWarm = false>
@@ -307,23 +325,11 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // A partial chunk's values were written by cp.async (generic proxy); wgmma reads the stage through
       // the async proxy (the bulk and tensor copies need no fence: they are async-proxy writes).
       ptx::fence_proxy_async_shared();
-      uint32_t sa[8][4];
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) S.to_a(ks, sa[ks]);
       // No branch on `transition` around the products (a transition's values are zero-filled): with
       // the accumulators written under that branch, ptxas serialised every wgmma of the warm-up
       // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
-      // Γ of this thread's 32 key columns, loaded before the batch so that S·Diag(Γ) after it does
-      // not wait for shared memory.
-      float2 gm[S_t::kColPairs];
-      S_t::load_col_factors(t, stg.gamma, gm);
       XO_t xo, uo;
-      step_products<L>(sa, stg, wg, uo, xo);
-      // S·Diag(Γ) once the products are done: inside the batch ptxas serialises it (C7518), even with
-      // Γ loaded before the batch (see the top of the file).
-      S.mul_cols(gm);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];  // U: columns 0..15 (n-blocks 0, 1)
+      step_batch<L>(S, t, stg, wg, uo, xo);
       uint32_t ua[4];
       const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes));
       if constexpr (decltype(kFinal)::value) {
