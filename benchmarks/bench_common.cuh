@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,44 @@ double rel_l2(const std::vector<X>& x, const std::vector<R>& ref) {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Median time (ms) of CUDA-graph replays of whatever `enqueue` puts on `stream` (one capture, 40
+// replays, the first 10 dropped).
+template <typename F>
+double graph_ms(cudaStream_t stream, F enqueue) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue();
+  CUDA_OK(cudaStreamEndCapture(stream, &g));
+  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  std::vector<double> v;
+  for (int i = 0; i < 40; ++i) {
+    CUDA_OK(cudaEventRecord(e0, stream));
+    CUDA_OK(cudaGraphLaunch(ge, stream));
+    CUDA_OK(cudaEventRecord(e1, stream));
+    CUDA_OK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 10) v.push_back(ms);
+  }
+  CUDA_OK(cudaEventDestroy(e0));
+  CUDA_OK(cudaEventDestroy(e1));
+  CUDA_OK(cudaGraphExecDestroy(ge));
+  CUDA_OK(cudaGraphDestroy(g));
+  return median(v);
+}
+
+// A bf16 bit pattern as a float (host).
+inline float bf16_bits_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 // The SM clock now, in MHz: one thread counts its SM's cycles (clock64) against the global

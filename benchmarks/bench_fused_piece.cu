@@ -7,13 +7,18 @@
 // those stages: no record in global memory, no second launch. Not a kernel of the library: a
 // measurement (docs/performance_notes.md, "Issue 10 measured before it is built").
 //
-// Checked against kda_fwd on the same inputs (one pass, context_split = 1): the outputs must be
-// bitwise equal (the same preparation and step arithmetic). The final states differ by about the
+// Also the warp preparation (benchmarks/prep_warp_kernel.cuh) in the same place: four independent
+// preparation warps beside the two consumer warpgroups (w4c2; d4c2: each warp loads its next chunk
+// ahead), and the same with idle consumers (wprep, dprep). --warp-only: kda_fwd and those alone.
+//
+// Checked against kda_fwd on the same inputs (one pass, context_split = 1): with prepare_chunk the
+// outputs must be bitwise equal (the same preparation and step arithmetic); with the warp preparation,
+// whose records differ from prepare_chunk's by bf16 roundings, within 3e-3 relative L2. The final states differ by about the
 // accuracy of a plain last update (2.2e-3 relative L2 on random inputs): the library's last update
 // carries U and Kr as hi + lo pairs (FLASH_KDA_FINAL_SPLIT), this one does not; required < 4e-3.
 // Timed against kda_fwd as CUDA-graph replays (medians), H = 132 heads (one CTA per SM) and several
 // sequence lengths: the per-SM work of a warm-up plan's pass with pieces of n chunks.
-// Usage: flash_kda_bench_fused_piece [--chunks n,n,...] [--heads H]
+// Usage: flash_kda_bench_fused_piece [--chunks n,n,...] [--heads H] [--warp-only]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,44 +34,15 @@
 #include "benchmarks/fused_piece_kernel.cuh"
 #include "flash_kda/flash_kda.h"
 #include "src/kernels/sm90/fast_div.h"
-
-namespace {
-
-
-// Median CUDA-graph replay time (ms) of whatever `enqueue` puts on `stream`.
-template <typename F>
-double graph_ms(cudaStream_t stream, F enqueue) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  enqueue();
-  CUDA_OK(cudaStreamEndCapture(stream, &g));
-  CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  std::vector<double> v;
-  for (int i = 0; i < 40; ++i) {
-    CUDA_OK(cudaEventRecord(e0, stream));
-    CUDA_OK(cudaGraphLaunch(ge, stream));
-    CUDA_OK(cudaEventRecord(e1, stream));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 10) v.push_back(ms);
-  }
-  CUDA_OK(cudaGraphExecDestroy(ge));
-  CUDA_OK(cudaGraphDestroy(g));
-  return kda::bench::median(v);
-}
-
-}  // namespace
+#include "src/launch/tensor_map.h"
 
 int main(int argc, char** argv) {
   std::vector<int> chunk_counts = {3, 8, 13, 17, 33, 64};
   int H = 132;
+  bool warp_only = false;  // only kda_fwd and the warp-preparation layouts
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--heads" && i + 1 < argc) H = std::atoi(argv[++i]);
+    if (std::string(argv[i]) == "--warp-only") warp_only = true;
     if (std::string(argv[i]) == "--chunks" && i + 1 < argc) {
       chunk_counts.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) chunk_counts.push_back(std::atoi(tok));
@@ -81,8 +57,9 @@ int main(int argc, char** argv) {
   // halves); best/x: the fastest of them over kda_fwd; prepP: P preparation warpgroups with idle
   // consumers (the preparation alone). Check: outputs that differ from kda_fwd's (bitwise), and the
   // final state's relative L2 difference.
-  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s  %s\n", "chunks", "heads", "kda_fwd", "p1c2",
-              "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "check (all times ms)");
+  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s %10s %9s %9s %10s %9s %9s  %s\n", "chunks", "heads", "kda_fwd",
+              "p1c2", "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "w4c2", "w4c2/x", "wprep", "d4c2", "d4c2/x", "dprep",
+              "check (all times ms)");
   for (int n : chunk_counts) {
     const int64_t T = 16 * n;
     const size_t tok = static_cast<size_t>(T * H);
@@ -147,29 +124,8 @@ int main(int argc, char** argv) {
     // The fused kernel's arguments: the preparation's, as the launcher fills them for this problem.
     FusedArgs fa{};
     PrepParams& pp = fa.pp;
-    pp.seq.cu_seqlens = nullptr;
-    pp.seq.N = 1;
-    pp.seq.T = static_cast<int32_t>(T);
-    pp.seq.T_total = static_cast<int32_t>(T);
-    pp.seq.num_vchunks = n;
-    pp.seq.per_magic = fast_div_magic(static_cast<uint32_t>(n));
-    pp.seq.per_fast = 1;
-    pp.q = q;
-    pp.k = k;
-    pp.g = g;
-    pp.beta = beta;
-    const Strides4 st4{T * H * D, H * D, D}, stb{T * H, H, 1};
-    pp.q_st = pp.k_st = pp.g_st = st4;
-    pp.beta_st = stb;
-    pp.A_log = A_log;
-    pp.dt_bias = dt_bias;
-    pp.H = pp.HV = H;
-    pp.group = 1;
-    pp.group_magic = fast_div_magic(1);
-    pp.beta_sigmoid = 1;
-    pp.qk_l2norm = 1;
-    pp.scale = 1.0f / std::sqrt(128.0f);
-    pp.lower_bound = -5.0f;
+    pp = bench_prep::dense_prep_params(q, k, g, beta, A_log, dt_bias, H, T);
+    const Strides4 st4{T * H * D, H * D, D};
     pp.records = reinterpret_cast<uint8_t*>(uintptr_t{1} << 20);  // never dereferenced (StageEnv::at)
     fa.v = v;
     fa.v_st = st4;
@@ -178,6 +134,22 @@ int main(int argc, char** argv) {
     fa.out = out;
     fa.out_st = st4;
     fa.chunks = n;
+    {  // the warp preparation's tensor maps
+      const kda_status ms = bench_prep::make_qkg_maps(q, k, g, H, T, &fa.qmap, &fa.kmap, &fa.gmap);
+      if (ms.code != KDA_OK) {
+        std::fprintf(stderr, "tensor map: %s\n", ms.message);
+        return 2;
+      }
+    }
+    auto launch_warp = [&](auto kI, auto kD, auto kW) {
+      constexpr bool I = decltype(kI)::value, Dbl = decltype(kD)::value;
+      constexpr int W = decltype(kW)::value;
+      auto kernel = fused_warp_kernel<I, Dbl, W>;
+      const int smem = static_cast<int>(tile::smem_bytes<FusedWarpStorage<Dbl, W>>());
+      CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      kernel<<<H, 32 * W + 256, smem, stream>>>(fa);
+      CUDA_OK(cudaGetLastError());
+    };
     // One layout (kPrepWG, kConsumerWG, kIdle) on the stream.
     auto launch = [&](auto kP, auto kC, auto kI) {
       constexpr int P = decltype(kP)::value, Cw = decltype(kC)::value;
@@ -204,34 +176,51 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaMemcpy(s_ref.data(), ht_ref, H * D * D * 4, cudaMemcpyDeviceToHost));
     std::string check;
     // The four computing layouts: checked, then timed.
-    auto run = [&](const char* name, auto enqueue) {
+    // exact: outputs bitwise equal to kda_fwd's (prepare_chunk's records); otherwise (the warp
+    // preparation, whose records differ from prepare_chunk's by roundings) a relative L2 difference of
+    // the outputs below 3e-3, about one bf16 unit on a few percent of them.
+    auto run = [&](const char* name, auto enqueue, bool exact = true) {
       CUDA_OK(cudaMemset(out, 0xff, tok * D * 2));
       enqueue();
       CUDA_OK(cudaStreamSynchronize(stream));
       CUDA_OK(cudaMemcpy(o.data(), out, tok * D * 2, cudaMemcpyDeviceToHost));
       CUDA_OK(cudaMemcpy(s_f.data(), ht, H * D * D * 4, cudaMemcpyDeviceToHost));
       size_t diff = 0;
-      for (size_t i = 0; i < o.size(); ++i) diff += o[i] != o_ref[i];
+      double num = 0.0, den = 0.0;
+      for (size_t i = 0; i < o.size(); ++i) {
+        diff += o[i] != o_ref[i];
+        const double x = bf16_bits_value(o[i]), r = bf16_bits_value(o_ref[i]);
+        num += (x - r) * (x - r);
+        den += r * r;
+      }
+      const double eo = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
       const double es = rel_l2(s_f, s_ref);
-      const bool pass = diff == 0 && es < 4e-3;
+      const bool pass = (exact ? diff == 0 : eo < 3e-3) && es < 4e-3;
       ok = ok && pass;
-      char b[160];
-      std::snprintf(b, sizeof(b), "%s%s: %zu differ, %.2e %s", check.empty() ? "" : "; ", name, diff, es,
+      char b[192];
+      std::snprintf(b, sizeof(b), "%s%s: %zu differ (out %.1e), %.2e %s", check.empty() ? "" : "; ", name, diff, eo, es,
                     pass ? "PASS" : "FAIL");
       check += b;
       return graph_ms(stream, enqueue);
     };
     const double t_lib = graph_ms(stream, call);
-    const double f12 = run("p1c2", [&] { launch(I1{}, I2{}, Busy{}); });
-    const double f22 = run("p2c2", [&] { launch(I2{}, I2{}, Busy{}); });
-    const double f21 = run("p2c1", [&] { launch(I2{}, I1{}, Busy{}); });
-    const double f31 = run("p3c1", [&] { launch(I3{}, I1{}, Busy{}); });
-    const double i1 = graph_ms(stream, [&] { launch(I1{}, I2{}, Idle{}); });
-    const double i2 = graph_ms(stream, [&] { launch(I2{}, I2{}, Idle{}); });
-    const double i3 = graph_ms(stream, [&] { launch(I3{}, I2{}, Idle{}); });
-    const double i4 = graph_ms(stream, [&] { launch(I4{}, I2{}, Idle{}); });
-    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f  %s\n", n, H, t_lib, f12,
-                f22, f21, f31, std::min(std::min(f12, f22), std::min(f21, f31)) / t_lib, i1, i2, i3, i4, check.c_str());
+    const double f12 = warp_only ? 0.0 : run("p1c2", [&] { launch(I1{}, I2{}, Busy{}); });
+    const double f22 = warp_only ? 0.0 : run("p2c2", [&] { launch(I2{}, I2{}, Busy{}); });
+    const double f21 = warp_only ? 0.0 : run("p2c1", [&] { launch(I2{}, I1{}, Busy{}); });
+    const double f31 = warp_only ? 0.0 : run("p3c1", [&] { launch(I3{}, I1{}, Busy{}); });
+    const double i1 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I1{}, I2{}, Idle{}); });
+    const double i2 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I2{}, I2{}, Idle{}); });
+    const double i3 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I3{}, I2{}, Idle{}); });
+    const double i4 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I4{}, I2{}, Idle{}); });
+    using W4 = integral_constant<int, 4>;
+    const double w4 = run("w4c2", [&] { launch_warp(Busy{}, std::false_type{}, W4{}); }, false);
+    const double wi = graph_ms(stream, [&] { launch_warp(Idle{}, std::false_type{}, W4{}); });
+    const double d4 = run("d4c2", [&] { launch_warp(Busy{}, std::true_type{}, W4{}); }, false);
+    const double di = graph_ms(stream, [&] { launch_warp(Idle{}, std::true_type{}, W4{}); });
+
+    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f  %s\n", n,
+                H, t_lib, f12, f22, f21, f31, std::min(std::min(f12, f22), std::min(f21, f31)) / t_lib, i1, i2, i3, i4, w4,
+                w4 / t_lib, wi, d4, d4 / t_lib, di, check.c_str());
     for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)out_ref, (void*)out, (void*)h0,
                       (void*)ht_ref, (void*)ht, (void*)A_log, (void*)dt_bias, ws})
       CUDA_OK(cudaFree(ptr));

@@ -2,8 +2,10 @@
 // whole sequence with the preparation (prepare_chunk, prep_chunk.cuh, through an environment that
 // makes its barriers named barriers of its warpgroup and sends the record's stores to a ring stage
 // in the layout wgmma reads, wgmma_stage.h) and the wgmma recurrence's chunk step in the same CTA:
-// the layouts (preparation and consumer warpgroups), their shared storage and register split.
-// Included by that one benchmark only (an unnamed namespace).
+// the layouts (preparation and consumer warpgroups), their shared storage and register split; and
+// fused_warp_kernel, the same consumers beside four warps of the warp preparation
+// (prep_warp_kernel.cuh), each writing its chunks' records straight into the ring (run_consumers is
+// both kernels' consumer part). Included by that one benchmark only (an unnamed namespace).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +29,7 @@
 #include "src/tile/operand.h"
 #include "src/tile/smem_layout.h"
 #include "src/tile/swizzle.h"
+#include "benchmarks/prep_warp_kernel.cuh"
 
 namespace {
 
@@ -80,6 +83,8 @@ struct FusedArgs {
   uint16_t* out;
   Strides4 out_st;
   int chunks;
+  // q, k, g as [B, T, H, 128] bf16 boxes of 16 tokens x 64 columns (the warp preparation's tensor copies).
+  CUtensorMap qmap, kmap, gmap;
 };
 
 // kConsumerWG: 2 consumer warpgroups of 64 value rows each (the library's layout for 128-row slices),
@@ -105,8 +110,101 @@ struct FusedConfig {
                 "the setmaxnreg split must fit");
 };
 
+// The consumer warpgroups' part (both kernels): warpgroup cw of kConsumerWG steps every chunk's stage
+// of the ring (full / empty barriers), the state in registers, the outputs through out_tile.
+template <int kConsumerWG, bool kIdle, int kRing>
+__device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::Stage* stages, uint64_t* full,
+                                              uint64_t* empty, unsigned char* out_tile, float4* park_all, int cw) {
+  using S_t = tile::Acc<128>;
+  using XO_t = tile::Acc<32>;
+  const int hv = blockIdx.x;
+  const int t = threadIdx.x & 127, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int kHalves = kConsumerWG == 1 ? 2 : 1;  // 64-row halves per consumer warpgroup
+  const int wi = warp & 3;
+  auto half_of = [&](int h) { return kHalves == 2 ? h : cw; };  // value rows 64 half ..
+  // The state in registers: this warpgroup's 64 rows, or with two halves the half being stepped (the
+  // other one parked in shared memory, swapped per thread: no other thread touches its slots).
+  S_t S;
+  float4* park = &park_all[t];  // park[128 * j]: this thread's float4 j
+  auto swap_parked = [&] {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float4 x = park[128 * j];
+      park[128 * j] = make_float4(S.v[4 * j], S.v[4 * j + 1], S.v[4 * j + 2], S.v[4 * j + 3]);
+      S.v[4 * j] = x.x;
+      S.v[4 * j + 1] = x.y;
+      S.v[4 * j + 2] = x.z;
+      S.v[4 * j + 3] = x.w;
+    }
+  };
+#pragma unroll
+  for (int h = kHalves - 1; h >= 0; --h) {  // half 1 first, parked; half 0 stays
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      const float2 x = *reinterpret_cast<const float2*>(a.h0 + idx);
+      S.v[i] = x.x;
+      S.v[i + 1] = x.y;
+    }
+    if (h == 1) swap_parked();
+  }
+  RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
+  rp.out = a.out;
+  rp.out_st = a.out_st;
+  const SequenceSpan span{0, 0, 16 * a.chunks, 0};
+  auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
+  // One 64-row chain's step on chunk i, stage stg (the kernel's step: up to the update it is the
+  // kernel's own step_batch).
+  auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
+    XO_t xo, uo;
+    wgmma_recurrence_detail::step_batch<L>(S, t, stg, half, uo, xo);
+    uint32_t ua[4];
+    uo.to_a(0, ua);
+    const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(stg.kr.bytes));
+    S.fence_operand();
+    ptx::wgmma_fence();
+    S.mma_rs<1>(ua, d_kr, true);
+    ptx::wgmma_commit_group();
+    {  // O = O0 + Oin, this warp's 16 rows, as the kernel stores them
+      float o[2][4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[0][e] = uo.v[8 + e] + xo.v[8 + e];
+        o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+      }
+      store_out_rows(o, out_tile, rp, span, hv, i, 16, 64 * half + 16 * wi, lane);
+    }
+    ptx::wgmma_wait_group<0>();
+    S.fence_operand();
+  };
+  for (int i = 0; i < a.chunks; ++i) {
+    const int s = i % kRing;
+    auto& stg = stages[s];
+    ptx::mbar_wait(&full[s], (i / kRing) & 1);
+    if constexpr (!kIdle) {
+      ptx::fence_proxy_async_shared();
+      step(S, half_of(0), stg, i);
+      if constexpr (kHalves == 2) {
+        swap_parked();
+        step(S, 1, stg, i);
+        swap_parked();
+      }
+    }
+    ptx::mbar_arrive(&empty[s]);
+  }
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    if (h == 1) swap_parked();
+#pragma unroll
+    for (int i = 0; i < S_t::kCount; i += 2) {
+      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
+      *reinterpret_cast<float2*>(a.ht + idx) = make_float2(S.v[i], S.v[i + 1]);
+    }
+  }
+}
+
 template <int kPrepWG, int kConsumerWG, bool kIdle>
-__global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThreads, 1) fused_piece_kernel(FusedArgs a) {
+__global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThreads, 1) fused_piece_kernel(const __grid_constant__ FusedArgs a) {
   using C = FusedConfig<kPrepWG, kConsumerWG, kIdle>;
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
@@ -114,7 +212,7 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
   FusedStorage<kPrepWG, kConsumerWG>& st = *tile::smem_storage<FusedStorage<kPrepWG, kConsumerWG>>(smem_raw);
   constexpr int kRing = FusedStorage<kPrepWG, kConsumerWG>::kRing;
   const int hv = blockIdx.x;
-  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127, warp = threadIdx.x >> 5;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kRing; ++s) {
       ptx::mbar_init(&st.full[s], 128);                // the preparing warpgroup's threads
@@ -159,92 +257,97 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
     }
     return;
   }
-  // ---- Consumers: the wgmma recurrence's step (chunk_recurrence_wgmma_kernel.cuh) ------------------
   if constexpr (C::kSetRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  constexpr int kHalves = kConsumerWG == 1 ? 2 : 1;  // 64-row halves per consumer warpgroup
-  const int cw = wg - kPrepWG;
-  const int wi = warp & 3;
-  auto half_of = [&](int h) { return kHalves == 2 ? h : cw; };  // value rows 64 half ..
-  // The state in registers: this warpgroup's 64 rows, or with two halves the half being stepped (the
-  // other one parked in shared memory, swapped per thread: no other thread touches its slots).
-  S_t S;
-  float4* park = &st.park[t];  // park[128 * j]: this thread's float4 j
-  auto swap_parked = [&] {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const float4 x = park[128 * j];
-      park[128 * j] = make_float4(S.v[4 * j], S.v[4 * j + 1], S.v[4 * j + 2], S.v[4 * j + 3]);
-      S.v[4 * j] = x.x;
-      S.v[4 * j + 1] = x.y;
-      S.v[4 * j + 2] = x.z;
-      S.v[4 * j + 3] = x.w;
+  run_consumers<kConsumerWG, kIdle, kRing>(a, st.stage, st.full, st.empty, st.out[warp - 4 * kPrepWG], st.park, wg - kPrepWG);
+}
+
+// The warp preparation (benchmarks/prep_warp_kernel.cuh) inside the chain's CTA: one warpgroup of four
+// independent preparation warps (warp w prepares chunks w, w + 4, ..., its q, k, g by tensor copies into
+// its own boxes, its record straight into the chunk's ring stage, the values by cp.async), beside two
+// consumer warpgroups; 384 threads, every role at most 168 registers, no setmaxnreg. kDouble: each
+// warp has two sets of boxes and issues its next chunk's copies before it computes the current one
+// (a ring of 4 stages instead of 6 then).
+template <bool kDouble, int kPW = 4>
+struct FusedWarpStorage {
+  // Stage s is written by warp s % kPW alone (kRing a multiple of kPW): a warp's consecutive uses of a
+  // stage are then one phase of its barriers apart, which is what a parity wait can tell apart (with
+  // 8 warps on 4 stages a warp ran two phases ahead and the kernel hung), and no two warps write one
+  // stage (racecheck does not follow the order the full and empty barriers give two such warps: it
+  // reported the values' cp.async writes with 4 warps on 6 stages).
+  static constexpr int kRing = kDouble ? 4 : 8;
+  static_assert(kRing % kPW == 0, "each stage written by one preparation warp");
+  typename L::Stage stage[kRing];
+  std::conditional_t<kDouble, bench_prep::WarpSmem2, bench_prep::WarpSmem> prep[kPW];
+  alignas(16) float4 park[1];
+  alignas(16) unsigned char out[8][512];
+  alignas(8) uint64_t full[kRing];
+  uint64_t empty[kRing];
+};
+
+static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::smem_bytes<FusedWarpStorage<true>>() <= 232448,
+              "the warp layouts fit in one SM's shared memory");
+
+template <bool kIdle, bool kDouble, int kPW = 4>
+__global__ void __launch_bounds__(32 * kPW + 256, 1) fused_warp_kernel(const __grid_constant__ FusedArgs a) {
+  using Storage = FusedWarpStorage<kDouble, kPW>;
+  constexpr int kPrepWG = kPW / 4;
+  extern __shared__ unsigned char smem_raw[];
+  Storage& st = *tile::smem_storage<Storage>(smem_raw);
+  constexpr int kRing = Storage::kRing;
+  const int hv = blockIdx.x;
+  const int wg = threadIdx.x >> 7, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kRing; ++s) {
+      ptx::mbar_init(&st.full[s], 64);    // the preparing warp's lanes: their values' copies, their record
+      ptx::mbar_init(&st.empty[s], 256);  // every consumer lane
     }
-  };
-#pragma unroll
-  for (int h = kHalves - 1; h >= 0; --h) {  // half 1 first, parked; half 0 stays
-#pragma unroll
-    for (int i = 0; i < S_t::kCount; i += 2) {
-      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
-      const float2 x = *reinterpret_cast<const float2*>(a.h0 + idx);
-      S.v[i] = x.x;
-      S.v[i + 1] = x.y;
-    }
-    if (h == 1) swap_parked();
+    ptx::fence_barrier_init();
   }
-  unsigned char* out_tile = st.out[warp - 4 * kPrepWG];
-  RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
-  rp.out = a.out;
-  rp.out_st = a.out_st;
-  const SequenceSpan span{0, 0, 16 * a.chunks, 0};
-  auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
-  // One 64-row chain's step on chunk i, stage stg (the kernel's step: up to the update it is the
-  // kernel's own step_batch).
-  auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
-    XO_t xo, uo;
-    wgmma_recurrence_detail::step_batch<L>(S, t, stg, half, uo, xo);
-    uint32_t ua[4];
-    uo.to_a(0, ua);
-    const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(stg.kr.bytes));
-    S.fence_operand();
-    ptx::wgmma_fence();
-    S.mma_rs<1>(ua, d_kr, true);
-    ptx::wgmma_commit_group();
-    {  // O = O0 + Oin, this warp's 16 rows, as the kernel stores them
-      float o[2][4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        o[0][e] = uo.v[8 + e] + xo.v[8 + e];
-        o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+  if (wg < kPrepWG && lane == 0) {
+    if constexpr (kDouble) {
+      ptx::mbar_init(&st.prep[warp].bar[0], 1);
+      ptx::mbar_init(&st.prep[warp].bar[1], 1);
+    } else {
+      ptx::mbar_init(&st.prep[warp].bar, 1);
+    }
+    ptx::fence_barrier_init();
+  }
+  __syncthreads();
+  if (wg < kPrepWG) {
+    auto& ps = st.prep[warp];
+    auto in_of = [&](uint32_t i) -> unsigned char(&)[6][2048] {
+      if constexpr (kDouble) return ps.in[i & 1]; else return ps.in;
+    };
+    auto bar_of = [&](uint32_t i) -> uint64_t* {
+      if constexpr (kDouble) return &ps.bar[i & 1]; else return &ps.bar;
+    };
+    if (kDouble && warp < a.chunks) bench_prep::prep_warp_issue(in_of(0), bar_of(0), a.pp, &a.qmap, &a.kmap, &a.gmap, warp, hv);
+    uint32_t i = 0;  // this warp's chunks so far
+    for (int c = warp; c < a.chunks; c += kPW, ++i) {
+      const int s = c % kRing, u = c / kRing;
+      if constexpr (kDouble) {
+        if (c + kPW < a.chunks) bench_prep::prep_warp_issue(in_of(i + 1), bar_of(i + 1), a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
+      } else {
+        bench_prep::prep_warp_issue(in_of(i), bar_of(i), a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
       }
-      store_out_rows(o, out_tile, rp, span, hv, i, 16, 64 * half + 16 * wi, lane);
-    }
-    ptx::wgmma_wait_group<0>();
-    S.fence_operand();
-  };
-  for (int i = 0; i < a.chunks; ++i) {
-    const int s = i % kRing;
-    auto& stg = st.stage[s];
-    ptx::mbar_wait(&st.full[s], (i / kRing) & 1);
-    if constexpr (!kIdle) {
-      ptx::fence_proxy_async_shared();
-      step(S, half_of(0), stg, i);
-      if constexpr (kHalves == 2) {
-        swap_parked();
-        step(S, 1, stg, i);
-        swap_parked();
+      if (u > 0) ptx::mbar_wait(&st.empty[s], (u - 1) & 1);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) {  // the chunk's values: 256 16-byte pieces
+        const int k = lane + 32 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;
+        const uint16_t* src = a.v + static_cast<int64_t>(c * 16 + j) * a.v_st.t + hv * a.v_st.h + 64 * w + 8 * q;
+        ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);
       }
+      // The copies' completion arrives on the stage's barrier by itself (racecheck follows this; with
+      // cp.async.wait_group and a plain arrival it reported the values' writes of consecutive uses).
+      ptx::cp_async_arrive_noinc(&st.full[s]);
+      bench_prep::prep_warp_chunk<true>(a.pp, in_of(i), ps.A, ps.tb, bar_of(i), c, hv,
+                                        reinterpret_cast<uint8_t*>(&st.stage[s]), kDouble ? (i >> 1) & 1 : i & 1);
+      ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
+      ptx::mbar_arrive(&st.full[s]);
     }
-    ptx::mbar_arrive(&st.empty[s]);
+    return;
   }
-#pragma unroll
-  for (int h = 0; h < kHalves; ++h) {
-    if (h == 1) swap_parked();
-#pragma unroll
-    for (int i = 0; i < S_t::kCount; i += 2) {
-      const int64_t idx = (static_cast<int64_t>(hv) * 128 + 64 * half_of(h) + S_t::row(t, i)) * 128 + S_t::col(t, i);
-      *reinterpret_cast<float2*>(a.ht + idx) = make_float2(S.v[i], S.v[i + 1]);
-    }
-  }
+  run_consumers<2, kIdle, kRing>(a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park, wg - kPrepWG);
 }
 
 }  // namespace

@@ -13,8 +13,9 @@
 #              bytes as the practical floor) -> bench_decode.json
 #   host       host time of one kda_fwd / kda_decode call and of the CUDA runtime calls it makes
 #   singlepass issue 10's measurement benchmarks: the wgmma chunk step with the recurrence kernel's
-#              parts added one at a time, and the preparation inside the chain's CTA (checked bitwise
-#              against kda_fwd), each timed
+#              parts added one at a time, the preparation by one warp per chunk against the library's
+#              (every record field compared), and the preparation inside the chain's CTA (checked
+#              against kda_fwd: bitwise with prepare_chunk, to 3e-3 with the warp preparation), each timed
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
 #              details page and per-instruction SASS counters (source page, CSV) in the logs
@@ -192,14 +193,19 @@ stage_host() {
 
 stage_singlepass() {
   # Issue 10's measurements before the single-pass kernel exists: the chunk step with the kernel's
-  # parts added one at a time (flash_kda_bench_wgmma_step --variants), and the preparation inside
-  # the chain's CTA (flash_kda_bench_fused_piece: checked bitwise against kda_fwd, then timed).
+  # parts added one at a time (flash_kda_bench_wgmma_step --variants), the preparation by one warp
+  # per chunk against chunk_prep_kernel (flash_kda_bench_prep_warp: records compared, then timed,
+  # also held to 4-24 resident warps per SM), and the preparation inside the chain's CTA
+  # (flash_kda_bench_fused_piece: checked against kda_fwd, then timed).
   local rc=0
   timeout 120 "$BUILD/benchmarks/flash_kda_bench_wgmma_step" --variants >"$LOG/bench_wgmma_step.log" 2>&1 || rc=$((rc + 1))
   cat "$LOG/bench_wgmma_step.log"
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_prep_warp" --nw 1 --warps 4,8,12,16,24 >"$LOG/bench_prep_warp.log" 2>&1 ||
+    rc=$((rc + 1))
+  cat "$LOG/bench_prep_warp.log"
   timeout 180 "$BUILD/benchmarks/flash_kda_bench_fused_piece" >"$LOG/bench_fused_piece.log" 2>&1 || rc=$((rc + 1))
   cat "$LOG/bench_fused_piece.log"
-  record singlepass $rc "logs: bench_wgmma_step.log, bench_fused_piece.log"
+  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log"
 }
 
 stage_decode() {

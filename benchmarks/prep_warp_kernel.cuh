@@ -1,0 +1,522 @@
+// prep_warp_kernel: issue 10's preparation measured before it is built (benchmarks/bench_prep_warp.cu).
+// Not a kernel of the library. It writes the same chunk record as chunk_prep_kernel (chunk_record.cuh)
+// for the bounded gate, one warp per 16-token chunk and nothing shared between warps, with what lives
+// in a lane changed rather than the same 16 x 128 chunk re-divided (docs/design.md §6):
+//
+// - q, k, g arrive by tensor copies (one lane issues six 16 x 64 boxes, 128B swizzle, on one mbarrier):
+//   no per-thread address arithmetic, no load registers;
+// - the L2 norms come from the diagonal of q·qᵀ and k·kᵀ on the tensor cores (the A fragment of a
+//   16 x 16 tile is also the B fragment of its transpose), before the elementwise pass;
+// - the elementwise pass reads its operands with ldmatrix.trans, so that a lane holds tokens
+//   (2·qid, 2·qid + 1) and (+8) of one key column per register: the gate's cumulative sum over the 16
+//   tokens is in-lane plus a scan over the four lanes of a quad, and the packed Kd, Qd pairs are already
+//   the B fragments of Wd = Tb·Kd and Qp = Qd − P·Kd (k = token);
+// - A = Kd·Kiᵀ and M = Qd·Kiᵀ (k = key) take their fragments from the same registers by movmatrix.trans,
+//   accumulated key step by key step: no operand tile in shared memory;
+// - Kd and Qd (hi, lo) wait for T in the q, k, g boxes' own bytes (stmatrix.trans to the addresses
+//   ldmatrix.trans read them from), and Wd, Qp are written over them in the record's panel layout (the
+//   boxes' 128B swizzle is the record's), so that bulk copies write them; Kr, Tb / P and Γ by 4-byte
+//   stores.
+//
+// Parts: prep_warp_issue (the tensor copies of a chunk into a warp's boxes) and prep_warp_chunk (the
+// rest, its record to global memory or, for the single pass in fused_piece_kernel.cuh, into a ring
+// stage); prep_warp_kernel runs both for one chunk per warp. Measured: docs/performance_notes.md,
+// "The preparation by one warp per chunk".
+//
+// Limits (a measurement): bounded gate, bf16 q / k / g, q and k heads equal to value heads, whole
+// chunks (T a multiple of 16), fixed-length batches with dense [B, T, H, 128] strides, no chunk
+// bounds, no Kr low part, no overflowing L2 norms (the rescale path is not here). The host checks
+// the shapes (bench_prep_warp.cu builds only such problems); nothing here validates them.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cuda/ptx>
+
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/fast_div.h"
+#include "src/kernels/sm90/gate_math.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/prep_fragments.cuh"
+#include "src/kernels/sm90/record_fragments.cuh"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/mma.cuh"
+#include "src/ptx/tma.cuh"
+#include "src/launch/tensor_map.h"
+
+#ifndef PREP_WARP_UNROLL
+#define PREP_WARP_UNROLL 8
+#endif
+
+namespace kda::bench_prep {
+
+using sm90::ChunkRecord;
+inline constexpr int kUnroll = PREP_WARP_UNROLL;
+
+// movmatrix.trans: the 8x8 b16 matrix whose fragment (row lane/4, columns 2·(lane%4), +1) a lane
+// holds, transposed, in the same fragment layout.
+__device__ __forceinline__ uint32_t mov_trans(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// stmatrix.x4 (no transpose): the inverse of ldmatrix_x4.
+__device__ __forceinline__ void stmatrix_x4(void* row_addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(ptx::smem_addr(row_addr)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+
+// One warp's shared memory (15 KB; the boxes 1024-aligned: their 128B swizzle follows address bits
+// 7-9).
+struct WarpSmem {
+  static constexpr int kAld = 16, kTld = 20;  // row strides of A (broadcast reads) and Tb (conflict-free B reads)
+  // q, k, g of the chunk: [panel][16 tokens][64 columns] bf16 boxes; row r at 128 r, its 16-byte
+  // chunk c at c ^ (r % 8). Later Kd (q), Qd hi (k), Qd lo (g) in the same places, then Wd (q), Qp (k).
+  alignas(1024) unsigned char in[6][2048];
+  float A[16 * kAld];
+  float tb[16 * kTld];  // T·Diag(b)
+  uint64_t bar;
+  unsigned char pad[3072 - (16 * kAld + 16 * kTld) * 4 - 8];
+};
+static_assert(sizeof(WarpSmem) == 15 * 1024, "15 KB per warp");
+static_assert(offsetof(WarpSmem, bar) % 8 == 0, "mbarrier alignment");
+
+inline constexpr int kIn = 0, kInK = 2, kInG = 4;
+
+// A preparation warp that loads its next chunk while it computes the current one: two sets of boxes.
+struct WarpSmem2 {
+  alignas(1024) unsigned char in[2][6][2048];
+  float A[16 * WarpSmem::kAld];
+  float tb[16 * WarpSmem::kTld];
+  uint64_t bar[2];
+  unsigned char pad[3072 - (16 * WarpSmem::kAld + 16 * WarpSmem::kTld) * 4 - 16];
+};
+static_assert(sizeof(WarpSmem2) == 27 * 1024, "27 KB per warp");  // in[] pieces: q p0/p1, k p0/p1, g p0/p1
+
+// The tensor copies of chunk vc's q, k, g (head hv) into `in`, completing on `bar` (initialised by the
+// caller, one arrival). The boxes' previous contents were read through the generic proxy: that is
+// ordered before the copies here.
+__device__ __forceinline__ void prep_warp_issue(unsigned char (&in)[6][2048], uint64_t* bar, const sm90::PrepParams& p,
+                                                const CUtensorMap* qmap, const CUtensorMap* kmap,
+                                                const CUtensorMap* gmap, int64_t vc, int hv) {
+  const int per = p.seq.T / 16;
+  const int seq = static_cast<int>(vc / per), tok0 = static_cast<int>(vc % per) * 16;
+  ptx::fence_proxy_async_shared();
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) {
+    ptx::mbar_arrive_expect_tx(bar, 6 * 2048);
+#pragma unroll
+    for (int pn = 0; pn < 2; ++pn) {
+      ptx::tma_load_4d(in[kIn + pn], qmap, 64 * pn, hv, tok0, seq, bar);
+      ptx::tma_load_4d(in[kInK + pn], kmap, 64 * pn, hv, tok0, seq, bar);
+      ptx::tma_load_4d(in[kInG + pn], gmap, 64 * pn, hv, tok0, seq, bar);
+    }
+  }
+}
+
+// One chunk (virtual chunk vc of value head hv, whole chunks of fixed-length sequences) by one warp,
+// its q, k, g arriving in `in` on `bar` with phase parity `parity` (prep_warp_issue).
+// kToStage = false: the record goes to `rec` in global memory ([Wd; Qp] by bulk copies from the boxes,
+// which this call waits to be read); true: `rec` is a ring stage in shared memory (wgmma_stage.h: the
+// record is its first bytes), every store a shared one, and the caller publishes the stage (its proxy
+// fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
+template <bool kToStage>
+__device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsigned char (&in)[6][2048], float* A,
+                                                float* tb, uint64_t* bar, int64_t vc, int hv, uint8_t* rec,
+                                                uint32_t parity) {
+  using namespace sm90;
+  using namespace sm90::prep_detail;
+  const int lane = threadIdx.x & 31;
+  const int per = p.seq.T / 16;
+  const int seq = static_cast<int>(vc / per), chunk = static_cast<int>(vc % per);
+  const int tok0 = chunk * 16;
+  // While the boxes fly: the loads of beta, A_log and the lane's 16 dt_bias values (used after the
+  // wait: a use before it stalls the warp on the load, 17% of the stall samples when dt_bias was read
+  // in the key loop).
+  const int g8 = ptx::Frag::grp(lane), qd = ptx::Frag::qid(lane);
+  uint32_t beta_bits = 0;  // lane < 16: token lane's beta (raw bits: converted after the wait)
+  if (lane < 16) {
+    const int64_t off = seq * p.beta_st.b + static_cast<int64_t>(tok0 + lane) * p.beta_st.t + hv * p.beta_st.h;
+    beta_bits = p.beta_is_f32 ? static_cast<const uint32_t*>(p.beta)[off] : static_cast<const uint16_t*>(p.beta)[off];
+  }
+  float a_log_raw = p.A_log != nullptr ? p.A_log[hv] : 0.0f;
+  float dtbv[16];  // key 16 ks + 8 o + grp at [2 ks + o]
+#pragma unroll
+  for (int i = 0; i < 16; ++i) dtbv[i] = p.dt_bias != nullptr ? p.dt_bias[hv * 128 + 8 * i + g8] : 0.0f;
+  // Lane's row address inside a piece for key step ks (16 columns = chunks 2ks, 2ks + 1 of the panel
+  // ks / 4): matrix m = lane / 8 is (tokens 8 (m & 1) .., chunk 2 ks + m / 2), its row lane % 8.
+  const int mm = lane >> 3, rr = (lane & 7) + 8 * (mm & 1);
+  auto off = [&](int ks) -> uint32_t {
+    return static_cast<uint32_t>(rr * 128 + (((((2 * ks) & 7) + (mm >> 1)) ^ (lane & 7)) << 4));
+  };
+  __syncwarp();
+  ptx::mbar_wait(bar, parity);
+  // The loads' first uses after the wait (volatile: not hoisted above it).
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(beta_bits));
+  asm volatile("mov.b32 %0, %0;\n" : "+f"(a_log_raw));
+  const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(a_log_raw) : 1.0f;
+  const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
+
+  // ---- L2 norms: diag(q·qᵀ), diag(k·kᵀ) on the tensor cores ------------------------------------
+  float qinv[4], kinv[4];  // tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9
+  {
+    float gq[2][4] = {}, gkk[2][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      uint32_t a[4], c[4];
+      ptx::ldmatrix_x4(a, in[kIn + (ks >> 2)] + off(ks));
+      ptx::ldmatrix_x4(c, in[kInK + (ks >> 2)] + off(ks));
+      const uint32_t a0[2] = {a[0], a[2]}, a1[2] = {a[1], a[3]}, c0[2] = {c[0], c[2]}, c1[2] = {c[1], c[3]};
+      ptx::mma_m16n8k16_bf16_f32(gq[0], a, a0);
+      ptx::mma_m16n8k16_bf16_f32(gq[1], a, a1);
+      ptx::mma_m16n8k16_bf16_f32(gkk[0], c, c0);
+      ptx::mma_m16n8k16_bf16_f32(gkk[1], c, c1);
+    }
+    // Token 2qd's diagonal is c[0] of n-tile 0 in lane 9qd, 2qd + 1's c[1] in lane 9qd + 4; +8: n-tile 1,
+    // c[2] / c[3] of the same lanes.
+    const int l0 = 9 * qd, l1 = 9 * qd + 4;
+    const float qs[4] = {__shfl_sync(0xffffffffu, gq[0][0], l0), __shfl_sync(0xffffffffu, gq[0][1], l1),
+                         __shfl_sync(0xffffffffu, gq[1][2], l0), __shfl_sync(0xffffffffu, gq[1][3], l1)};
+    const float ks_[4] = {__shfl_sync(0xffffffffu, gkk[0][0], l0), __shfl_sync(0xffffffffu, gkk[0][1], l1),
+                          __shfl_sync(0xffffffffu, gkk[1][2], l0), __shfl_sync(0xffffffffu, gkk[1][3], l1)};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      qinv[e] = (p.qk_l2norm ? rsqrtf(qs[e] + 1e-6f) : 1.0f) * p.scale;
+      kinv[e] = p.qk_l2norm ? rsqrtf(ks_[e] + 1e-6f) : 1.0f;
+    }
+  }
+
+  // ---- Elementwise pass by key steps; A and M accumulated ----------------------------------------
+  float accA[2][4] = {}, mhh[2][4] = {}, mlo[2][4] = {};
+  float* gamma = reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
+#pragma unroll kUnroll
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t Q[4], K[4], Gr[4];
+    unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
+    unsigned char* ka = in[kInK + (ks >> 2)] + off(ks);
+    unsigned char* ga = in[kInG + (ks >> 2)] + off(ks);
+    ptx::ldmatrix_x4_trans(Q, qa);
+    ptx::ldmatrix_x4_trans(K, ka);
+    ptx::ldmatrix_x4_trans(Gr, ga);
+    uint32_t kd_p[4], kr_p[4], qh_p[4], ql_p[4], kih_p[4], kil_p[4];
+#pragma unroll
+    for (int o = 0; o < 2; ++o) {  // key 16 ks + 8 o + grp; registers 2o (tokens 2qd..), 2o + 1 (2qd + 8..)
+      const int key = 16 * ks + 8 * o + g8;
+      float x[4], qv[4], kv[4];
+      unpack2(Gr[2 * o], x[0], x[1]);
+      unpack2(Gr[2 * o + 1], x[2], x[3]);
+      unpack2(Q[2 * o], qv[0], qv[1]);
+      unpack2(Q[2 * o + 1], qv[2], qv[3]);
+      unpack2(K[2 * o], kv[0], kv[1]);
+      unpack2(K[2 * o + 1], kv[2], kv[3]);
+      const float db = dtbv[2 * ks + o];
+      float a[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[e] = bounded_log2_decay(x[e], db, gk);
+      // Cumulative sum over the 16 tokens: pairs in-lane, a scan over the quad's four lanes.
+      const float slo = a[0] + a[1], shi = a[2] + a[3];
+      float ilo = slo, ihi = shi, t;
+      t = __shfl_up_sync(0xffffffffu, ilo, 1, 4);
+      if (qd >= 1) ilo += t;
+      t = __shfl_up_sync(0xffffffffu, ihi, 1, 4);
+      if (qd >= 1) ihi += t;
+      t = __shfl_up_sync(0xffffffffu, ilo, 2, 4);
+      if (qd >= 2) ilo += t;
+      t = __shfl_up_sync(0xffffffffu, ihi, 2, 4);
+      if (qd >= 2) ihi += t;
+      const float tlo = __shfl_sync(0xffffffffu, ilo, 3, 4), thi = __shfl_sync(0xffffffffu, ihi, 3, 4);
+      float G[4];
+      G[1] = ilo;
+      G[0] = ilo - a[1];
+      G[3] = tlo + ihi;
+      G[2] = G[3] - a[3];
+      const float gam = exp2_fast(tlo + thi);
+      if (qd == 0) gamma[key] = gam;
+      float kd[4], qdv[4], ki[4], kr[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float d = exp2_fast(G[e]), inv = exp2_fast(-G[e]);
+        const float kn = kv[e] * kinv[e], qn = qv[e] * qinv[e];
+        kd[e] = kn * d;
+        qdv[e] = qn * d;
+        ki[e] = kn * inv;
+        kr[e] = kn * (gam * inv);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 2 * o + h;
+        kd_p[r] = ptx::pack_bf16x2(kd[2 * h], kd[2 * h + 1]);
+        kr_p[r] = ptx::pack_bf16x2(kr[2 * h], kr[2 * h + 1]);
+        ptx::split_bf16x2(qdv[2 * h], qdv[2 * h + 1], qh_p[r], ql_p[r]);
+        ptx::split_bf16x2(ki[2 * h], ki[2 * h + 1], kih_p[r], kil_p[r]);
+      }
+    }
+    // A = Kd·Kiᵀ and M = Qd·Kiᵀ over this key step: fragments with k = key by movmatrix.trans.
+    {
+      uint32_t kdA[4], qhA[4], qlA[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        kdA[r] = mov_trans(kd_p[r]);
+        qhA[r] = mov_trans(qh_p[r]);
+        qlA[r] = mov_trans(ql_p[r]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint32_t bh[2] = {mov_trans(kih_p[nt]), mov_trans(kih_p[nt + 2])};
+        const uint32_t bl[2] = {mov_trans(kil_p[nt]), mov_trans(kil_p[nt + 2])};
+        ptx::mma_m16n8k16_bf16_f32(accA[nt], kdA, bh);
+        ptx::mma_m16n8k16_bf16_f32(mlo[nt], qlA, bh);
+        ptx::mma_m16n8k16_bf16_f32(mlo[nt], qhA, bl);
+        ptx::mma_m16n8k16_bf16_f32(mhh[nt], qhA, bh);
+      }
+    }
+    // Kd, Qd hi, Qd lo wait for T where q, k, g were (the same addresses, transposed back).
+    __syncwarp();
+    ptx::stmatrix_x4_trans(qa, kd_p);
+    ptx::stmatrix_x4_trans(ka, qh_p);
+    ptx::stmatrix_x4_trans(ga, ql_p);
+    // Kr to the record: (token grp (+8), keys 2 qid, +1) after a transpose, 4-byte stores.
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = g8 + 8 * (r & 1), c = 2 * ks + (r >> 1);
+      *reinterpret_cast<uint32_t*>(rec + ChunkRecord::kKrOffset + (ks >> 2) * ChunkRecord::kKrPanelBytes + row * 128 +
+                                   (((c & 7) ^ (row & 7)) << 4) + 4 * qd) = mov_trans(kr_p[r]);
+    }
+  }
+
+  // ---- A to shared memory, T = (I + A)^-1 (lanes 0..15, column = lane), Tb = T·Diag(b) -----------
+  constexpr int kSld = WarpSmem::kTld, kAld = WarpSmem::kAld;
+  const float b_own =  // lane < 16: b of token lane
+      lane < 16 ? beta_activation(__uint_as_float(p.beta_is_f32 ? beta_bits : beta_bits << 16), p.beta_sigmoid != 0,
+                                  p.allow_neg_eigval != 0)
+                : 0.0f;
+  const float b_row[2] = {__shfl_sync(0xffffffffu, b_own, g8), __shfl_sync(0xffffffffu, b_own, g8 + 8)};
+  float* At = A;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int i = ptx::Frag::c_row(lane, r), j = 8 * nt + ptx::Frag::c_col(lane, r);
+      At[i * kAld + j] = j < i ? b_row[r >> 1] * accA[nt][r] : 0.0f;
+    }
+  __syncwarp();
+  if (lane < 16) {
+    const int c = lane;
+    float col[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;
+#pragma unroll
+      for (int j = 0; j < i; j += 2) {
+        acc0 = fmaf(-At[i * kAld + j], col[j], acc0);
+        if (j + 1 < i) acc1 = fmaf(-At[i * kAld + j + 1], col[j + 1], acc1);
+      }
+      col[i] = acc0 + acc1;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) tb[i * kSld + c] = col[i] * b_own;
+  }
+  __syncwarp();
+
+  // ---- P = M·Tb (hi/lo, four products), its A fragment for Qp; Tb's for Wd ----------------------
+  float pc[2][4];
+  uint32_t th[4], ph[4];
+  {
+    float mc[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int i = ptx::Frag::c_row(lane, r), j = 8 * nt + ptx::Frag::c_col(lane, r);
+        mc[nt][r] = j <= i ? mhh[nt][r] + mlo[nt][r] : 0.0f;
+      }
+    uint32_t mh[4], ml[4];
+    ptx::c_pair_to_a_split(mc[0], mc[1], mh, ml);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int n = 8 * nt + g8, q2 = 2 * qd;
+      uint32_t bh[2], bl[2];
+      ptx::split_bf16x2(tb[q2 * kSld + n], tb[(q2 + 1) * kSld + n], bh[0], bl[0]);
+      ptx::split_bf16x2(tb[(q2 + 8) * kSld + n], tb[(q2 + 9) * kSld + n], bh[1], bl[1]);
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      ptx::mma_m16n8k16_bf16_f32(c, ml, bl);
+      ptx::mma_m16n8k16_bf16_f32(c, ml, bh);
+      ptx::mma_m16n8k16_bf16_f32(c, mh, bl);
+      ptx::mma_m16n8k16_bf16_f32(c, mh, bh);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pc[nt][r] = c[r];
+    }
+    const float np0[4] = {-pc[0][0], -pc[0][1], -pc[0][2], -pc[0][3]};
+    const float np1[4] = {-pc[1][0], -pc[1][1], -pc[1][2], -pc[1][3]};
+    ptx::c_pair_to_a(np0, np1, ph);
+    frag::load_a_f32(tb, kSld, false, lane, th);
+  }
+  {
+    uint16_t* tb_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbHiOffset);
+    uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);
+    uint16_t* p_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPHiOffset);
+    uint16_t* p_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPLoOffset);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = g8 + 8 * h, col = 8 * nt + 2 * qd;
+        uint32_t hi, lo;
+        ptx::split_bf16x2(pc[nt][2 * h], pc[nt][2 * h + 1], hi, lo);
+        *reinterpret_cast<uint32_t*>(p_hi + ChunkRecord::small_index(row, col)) = hi;
+        *reinterpret_cast<uint32_t*>(p_lo + ChunkRecord::small_index(row, col)) = lo;
+      }
+#pragma unroll
+    for (int rr2 = 0; rr2 < 4; ++rr2) {
+      const int idx = lane + 32 * rr2, i = idx >> 3, j0 = (idx & 7) * 2;
+      uint32_t hi, lo;
+      ptx::split_bf16x2(tb[i * kSld + j0], tb[i * kSld + j0 + 1], hi, lo);
+      *reinterpret_cast<uint32_t*>(tb_hi + ChunkRecord::small_index(i, j0)) = hi;
+      *reinterpret_cast<uint32_t*>(tb_lo + ChunkRecord::small_index(i, j0)) = lo;
+    }
+  }
+
+  // ---- Wd = Tb·Kd, Qp = Qd − P·Kd, by key steps, over the Kd / Qd they read ------------------------
+  uint32_t ident[4];
+  identity_a(ident, lane);
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
+    unsigned char* ka = in[kInK + (ks >> 2)] + off(ks);
+    unsigned char* ga = in[kInG + (ks >> 2)] + off(ks);
+    uint32_t kdb[4], qhb[4], qlb[4];
+    ptx::ldmatrix_x4_trans(kdb, qa);
+    ptx::ldmatrix_x4_trans(qhb, ka);
+    ptx::ldmatrix_x4_trans(qlb, ga);
+    uint32_t wd_o[4], qp_o[4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t kb[2] = {kdb[2 * h], kdb[2 * h + 1]};
+      const uint32_t bqh[2] = {qhb[2 * h], qhb[2 * h + 1]}, bql[2] = {qlb[2 * h], qlb[2 * h + 1]};
+      float w[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      ptx::mma_m16n8k16_bf16_f32(w, th, kb);
+      ptx::mma_m16n8k16_bf16_f32(c, ident, bql);
+      ptx::mma_m16n8k16_bf16_f32(c, ident, bqh);
+      ptx::mma_m16n8k16_bf16_f32(c, ph, kb);
+      wd_o[2 * h] = ptx::pack_bf16x2(w[0], w[1]);
+      wd_o[2 * h + 1] = ptx::pack_bf16x2(w[2], w[3]);
+      qp_o[2 * h] = ptx::pack_bf16x2(c[0], c[1]);
+      qp_o[2 * h + 1] = ptx::pack_bf16x2(c[2], c[3]);
+    }
+    if constexpr (kToStage) {
+      unsigned char* wq = rec + (ks >> 2) * ChunkRecord::kWqPanelBytes + off(ks);
+      stmatrix_x4(wq, wd_o);
+      stmatrix_x4(wq + 2048, qp_o);
+    } else {
+      __syncwarp();
+      stmatrix_x4(qa, wd_o);
+      stmatrix_x4(ka, qp_o);
+    }
+  }
+
+  // ---- [Wd; Qp] by bulk copies from the boxes ----------------------------------------------------
+  if constexpr (!kToStage) {
+    ptx::fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) {
+#pragma unroll
+      for (int pn = 0; pn < 2; ++pn) {
+        cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, rec + pn * ChunkRecord::kWqPanelBytes,
+                                 in[kIn + pn], 2048u);
+        cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared,
+                                 rec + pn * ChunkRecord::kWqPanelBytes + 2048, in[kInK + pn], 2048u);
+      }
+      ptx::tma_store_commit();
+      ptx::tma_store_wait_read<0>();
+    }
+    __syncwarp();
+  }
+}
+
+template <int NW>
+__global__ void __launch_bounds__(32 * NW) prep_warp_kernel(const __grid_constant__ CUtensorMap qmap,
+                                                            const __grid_constant__ CUtensorMap kmap,
+                                                            const __grid_constant__ CUtensorMap gmap,
+                                                            sm90::PrepParams p) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = ptx::smem_addr(smem_raw);
+  WarpSmem* all = reinterpret_cast<WarpSmem*>(smem_raw + (((base + 1023u) & ~1023u) - base));
+  const int warp = threadIdx.x >> 5;
+  const int64_t vc = static_cast<int64_t>(blockIdx.x) * NW + warp;
+  const int hv = blockIdx.y;
+  if (vc >= p.seq.num_vchunks) return;
+  uint8_t* rec = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + vc) * ChunkRecord::kBytes;
+  WarpSmem& s = all[warp];
+  if ((threadIdx.x & 31) == 0) {
+    ptx::mbar_init(&s.bar, 1);
+    ptx::fence_barrier_init();
+  }
+  __syncwarp();
+  prep_warp_issue(s.in, &s.bar, p, &qmap, &kmap, &gmap, vc, hv);
+  prep_warp_chunk<false>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
+}
+
+// Host: the preparation's parameters for one dense [1, T, H, 128] sequence (bf16 q, k, g, beta; H
+// value heads = q / k heads; the bounded gate's lower bound -5, sigmoid beta, L2 norm, scale
+// 1/sqrt(128)), as the library's launcher fills them for such a problem; records left null.
+inline sm90::PrepParams dense_prep_params(const uint16_t* q, const uint16_t* k, const uint16_t* g, const uint16_t* beta,
+                                          const float* A_log, const float* dt_bias, int H, int64_t T) {
+  sm90::PrepParams pp{};
+  const int64_t nvc = (T + 15) / 16;
+  pp.seq.cu_seqlens = nullptr;
+  pp.seq.N = 1;
+  pp.seq.T = static_cast<int32_t>(T);
+  pp.seq.T_total = static_cast<int32_t>(T);
+  pp.seq.num_vchunks = nvc;
+  pp.seq.per_magic = sm90::fast_div_magic(static_cast<uint32_t>(nvc));
+  pp.seq.per_fast = 1;
+  pp.q = q;
+  pp.k = k;
+  pp.g = g;
+  pp.beta = beta;
+  const sm90::Strides4 st4{T * H * 128, H * 128, 128}, stb{T * H, H, 1};
+  pp.q_st = pp.k_st = pp.g_st = st4;
+  pp.beta_st = stb;
+  pp.A_log = A_log;
+  pp.dt_bias = dt_bias;
+  pp.H = pp.HV = H;
+  pp.group = 1;
+  pp.group_magic = sm90::fast_div_magic(1);
+  pp.beta_sigmoid = 1;
+  pp.qk_l2norm = 1;
+  pp.scale = 1.0f / std::sqrt(128.0f);  // as the benchmarks pass it to kda_fwd (bitwise comparisons)
+  pp.lower_bound = -5.0f;
+  return pp;
+}
+
+// Host: the tensor maps of dense [1, T, H, 128] bf16 q, k, g (T tokens, H heads), in boxes of 16 tokens
+// x 64 columns of one head with the 128B swizzle (the boxes prep_warp_issue copies).
+inline kda_status make_qkg_maps(const uint16_t* q, const uint16_t* k, const uint16_t* g, int H, int64_t T,
+                                CUtensorMap* qmap, CUtensorMap* kmap, CUtensorMap* gmap) {
+  const uint16_t* srcs[3] = {q, k, g};
+  CUtensorMap* maps[3] = {qmap, kmap, gmap};
+  const uint64_t dims[4] = {128, static_cast<uint64_t>(H), static_cast<uint64_t>(T), 1};
+  const uint64_t strides[3] = {128, static_cast<uint64_t>(H) * 128, static_cast<uint64_t>(H) * 128 * static_cast<uint64_t>(T)};
+  const uint32_t box[4] = {64, 1, 16, 1};
+  for (int m = 0; m < 3; ++m) {
+    const kda_status s = sm90::make_tensor_map_bf16(maps[m], srcs[m], 4, dims, strides, box, tile::Swizzle::k128B);
+    if (s.code != KDA_OK) return s;
+  }
+  kda_status ok{};
+  ok.code = KDA_OK;
+  return ok;
+}
+
+}  // namespace kda::bench_prep
