@@ -48,6 +48,7 @@
 #include "src/ptx/mma.cuh"
 #include "src/ptx/tma.cuh"
 #include "src/launch/tensor_map.h"
+#include "src/tile/swizzle.h"
 
 #ifndef PREP_WARP_UNROLL
 #define PREP_WARP_UNROLL 8
@@ -94,6 +95,39 @@ static_assert(sizeof(WarpSmem) == 15 * 1024, "15 KB per warp");
 static_assert(offsetof(WarpSmem, bar) % 8 == 0, "mbarrier alignment");
 
 inline constexpr int kIn = 0, kInK = 2, kInG = 4;
+
+// A box (16 tokens x 64 columns, 128B swizzle): the tile the tensor copies write.
+using Box = tile::SwizzledTile<tile::Swizzle::k128B, 16, 64>;
+
+// The row address lane `lane` gives ldmatrix / stmatrix (.x4) for key step ks (columns 16 ks, +16 of
+// the chunk, in the box of panel ks / 4): matrix m = lane / 8 is (tokens 8 (m % 2) .. +8, columns
+// 8 (2 ks + m / 2) ..), its row lane % 8.
+KDA_TILE_HD constexpr uint32_t box_row_offset(int lane, int ks) {
+  const int m = lane >> 3, row = (lane & 7) + 8 * (m & 1);
+  return static_cast<uint32_t>(row * 128 + (((((2 * ks) & 7) + (m >> 1)) ^ (lane & 7)) << 4));
+}
+
+// Checked at compile time: those addresses are the box's swizzled rows, and a box's bytes are where the
+// record keeps the same rows and columns, so stmatrix into the boxes and a bulk copy per box write
+// [Wd; Qp] (Wd rows 0..15 of a panel, Qp rows 16..31, 2048 bytes further), and Kr's panels the same way.
+constexpr bool box_layout_is_the_records() {
+  for (int lane = 0; lane < 32; ++lane)
+    for (int ks = 0; ks < 8; ++ks) {
+      const int m = lane >> 3, row = (lane & 7) + 8 * (m & 1), col = 8 * (((2 * ks) & 7) + (m >> 1));
+      if (box_row_offset(lane, ks) != Box::offset(row, col)) return false;
+    }
+  for (int p = 0; p < 2; ++p)
+    for (int r = 0; r < 16; ++r)
+      for (int c = 0; c < 8; ++c) {
+        const uint32_t in_box = Box::offset(r, 8 * c);
+        if (p * ChunkRecord::kWqPanelBytes + in_box != ChunkRecord::wd_chunk_byte(r, 8 * p + c)) return false;
+        if (p * ChunkRecord::kWqPanelBytes + 2048 + in_box != ChunkRecord::qp_chunk_byte(r, 8 * p + c)) return false;
+        if (ChunkRecord::kKrOffset + p * ChunkRecord::kKrPanelBytes + in_box != ChunkRecord::kr_chunk_byte(r, 8 * p + c))
+          return false;
+      }
+  return Box::kBytes == 2048;
+}
+static_assert(box_layout_is_the_records(), "the boxes' layout is the record's panel layout");
 
 // A preparation warp that loads its next chunk while it computes the current one: two sets of boxes.
 struct WarpSmem2 {
@@ -155,12 +189,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   float dtbv[16];  // key 16 ks + 8 o + grp at [2 ks + o]
 #pragma unroll
   for (int i = 0; i < 16; ++i) dtbv[i] = p.dt_bias != nullptr ? p.dt_bias[hv * 128 + 8 * i + g8] : 0.0f;
-  // Lane's row address inside a piece for key step ks (16 columns = chunks 2ks, 2ks + 1 of the panel
-  // ks / 4): matrix m = lane / 8 is (tokens 8 (m & 1) .., chunk 2 ks + m / 2), its row lane % 8.
-  const int mm = lane >> 3, rr = (lane & 7) + 8 * (mm & 1);
-  auto off = [&](int ks) -> uint32_t {
-    return static_cast<uint32_t>(rr * 128 + (((((2 * ks) & 7) + (mm >> 1)) ^ (lane & 7)) << 4));
-  };
+  auto off = [&](int ks) -> uint32_t { return box_row_offset(lane, ks); };  // in the box of panel ks / 4
   __syncwarp();
   ptx::mbar_wait(bar, parity);
   // The loads' first uses after the wait (volatile: not hoisted above it).
