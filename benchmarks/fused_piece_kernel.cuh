@@ -206,8 +206,6 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
 template <int kPrepWG, int kConsumerWG, bool kIdle>
 __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThreads, 1) fused_piece_kernel(const __grid_constant__ FusedArgs a) {
   using C = FusedConfig<kPrepWG, kConsumerWG, kIdle>;
-  using S_t = tile::Acc<128>;
-  using XO_t = tile::Acc<32>;
   extern __shared__ unsigned char smem_raw[];
   FusedStorage<kPrepWG, kConsumerWG>& st = *tile::smem_storage<FusedStorage<kPrepWG, kConsumerWG>>(smem_raw);
   constexpr int kRing = FusedStorage<kPrepWG, kConsumerWG>::kRing;
