@@ -9,7 +9,8 @@
 //
 // Also the warp preparation (benchmarks/prep_warp_kernel.cuh) in the same place: four independent
 // preparation warps beside the two consumer warpgroups (w4c2; d4c2: each warp loads its next chunk
-// ahead), and the same with idle consumers (wprep, dprep). --warp-only: kda_fwd and those alone.
+// ahead; w8c2: eight warps), and the same with idle consumers (wprep, dprep, w8prep). --warp-only:
+// kda_fwd and those alone.
 //
 // Checked against kda_fwd on the same inputs (one pass, context_split = 1): with prepare_chunk the
 // outputs must be bitwise equal (the same preparation and step arithmetic); with the warp preparation,
@@ -57,8 +58,8 @@ int main(int argc, char** argv) {
   // halves); best/x: the fastest of them over kda_fwd; prepP: P preparation warpgroups with idle
   // consumers (the preparation alone). Check: outputs that differ from kda_fwd's (bitwise), and the
   // final state's relative L2 difference.
-  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s %10s %9s %9s %10s %9s %9s  %s\n", "chunks", "heads", "kda_fwd",
-              "p1c2", "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "w4c2", "w4c2/x", "wprep", "d4c2", "d4c2/x", "dprep",
+  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s %10s %9s %9s %10s %9s %9s %10s %9s %9s  %s\n", "chunks", "heads", "kda_fwd",
+              "p1c2", "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "w4c2", "w4c2/x", "wprep", "d4c2", "d4c2/x", "dprep", "w8c2", "w8c2/x", "w8prep",
               "check (all times ms)");
   for (int n : chunk_counts) {
     const int64_t T = 16 * n;
@@ -213,14 +214,17 @@ int main(int argc, char** argv) {
     const double i3 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I3{}, I2{}, Idle{}); });
     const double i4 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I4{}, I2{}, Idle{}); });
     using W4 = integral_constant<int, 4>;
+    using W8 = integral_constant<int, 8>;
     const double w4 = run("w4c2", [&] { launch_warp(Busy{}, std::false_type{}, W4{}); }, false);
     const double wi = graph_ms(stream, [&] { launch_warp(Idle{}, std::false_type{}, W4{}); });
     const double d4 = run("d4c2", [&] { launch_warp(Busy{}, std::true_type{}, W4{}); }, false);
     const double di = graph_ms(stream, [&] { launch_warp(Idle{}, std::true_type{}, W4{}); });
+    const double w8 = run("w8c2", [&] { launch_warp(Busy{}, std::false_type{}, W8{}); }, false);
+    const double w8i = graph_ms(stream, [&] { launch_warp(Idle{}, std::false_type{}, W8{}); });
 
-    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f  %s\n", n,
+    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f  %s\n", n,
                 H, t_lib, f12, f22, f21, f31, std::min(std::min(f12, f22), std::min(f21, f31)) / t_lib, i1, i2, i3, i4, w4,
-                w4 / t_lib, wi, d4, d4 / t_lib, di, check.c_str());
+                w4 / t_lib, wi, d4, d4 / t_lib, di, w8, w8 / t_lib, w8i, check.c_str());
     for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)out_ref, (void*)out, (void*)h0,
                       (void*)ht_ref, (void*)ht, (void*)A_log, (void*)dt_bias, ws})
       CUDA_OK(cudaFree(ptr));

@@ -3,7 +3,7 @@
 // makes its barriers named barriers of its warpgroup and sends the record's stores to a ring stage
 // in the layout wgmma reads, wgmma_stage.h) and the wgmma recurrence's chunk step in the same CTA:
 // the layouts (preparation and consumer warpgroups), their shared storage and register split; and
-// fused_warp_kernel, the same consumers beside four warps of the warp preparation
+// fused_warp_kernel, the same consumers beside four or eight warps of the warp preparation
 // (prep_warp_kernel.cuh), each writing its chunks' records straight into the ring (run_consumers is
 // both kernels' consumer part). Included by that one benchmark only (an unnamed namespace).
 #pragma once
@@ -111,8 +111,9 @@ struct FusedConfig {
 };
 
 // The consumer warpgroups' part (both kernels): warpgroup cw of kConsumerWG steps every chunk's stage
-// of the ring (full / empty barriers), the state in registers, the outputs through out_tile.
-template <int kConsumerWG, bool kIdle, int kRing>
+// of the ring (chunk i in stage i % kRing, handed over on the full / empty barriers of slot
+// i % kSlots), the state in registers, the outputs through out_tile.
+template <int kConsumerWG, bool kIdle, int kRing, int kSlots = kRing>
 __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::Stage* stages, uint64_t* full,
                                               uint64_t* empty, unsigned char* out_tile, float4* park_all, int cw) {
   using S_t = tile::Acc<128>;
@@ -178,9 +179,9 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
     S.fence_operand();
   };
   for (int i = 0; i < a.chunks; ++i) {
-    const int s = i % kRing;
+    const int s = i % kRing, slot = i % kSlots;
     auto& stg = stages[s];
-    ptx::mbar_wait(&full[s], (i / kRing) & 1);
+    ptx::mbar_wait(&full[slot], (i / kSlots) & 1);
     if constexpr (!kIdle) {
       ptx::fence_proxy_async_shared();
       step(S, half_of(0), stg, i);
@@ -190,7 +191,7 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
         swap_parked();
       }
     }
-    ptx::mbar_arrive(&empty[s]);
+    ptx::mbar_arrive(&empty[slot]);
   }
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) {
@@ -259,43 +260,51 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
   run_consumers<kConsumerWG, kIdle, kRing>(a, st.stage, st.full, st.empty, st.out[warp - 4 * kPrepWG], st.park, wg - kPrepWG);
 }
 
-// The warp preparation (benchmarks/prep_warp_kernel.cuh) inside the chain's CTA: one warpgroup of four
-// independent preparation warps (warp w prepares chunks w, w + 4, ..., its q, k, g by tensor copies into
-// its own boxes, its record straight into the chunk's ring stage, the values by cp.async), beside two
-// consumer warpgroups; 384 threads, every role at most 168 registers, no setmaxnreg. kDouble: each
-// warp has two sets of boxes and issues its next chunk's copies before it computes the current one
-// (a ring of 4 stages instead of 6 then).
+// The warp preparation (benchmarks/prep_warp_kernel.cuh) inside the chain's CTA: kPW independent
+// preparation warps (one warpgroup of four, or two of eight) beside two consumer warpgroups; warp w
+// prepares chunks w, w + kPW, ..., its q, k, g by tensor copies into its own boxes, its record
+// straight into the chunk's ring stage, the values by cp.async. Four warps: 384 threads, every role
+// at most 168 registers, no setmaxnreg. kDouble: each warp has two sets of boxes and issues its next
+// chunk's copies before it computes the current one (4 stages instead of 8 then).
 template <bool kDouble, int kPW = 4>
 struct FusedWarpStorage {
-  // Stage s is written by warp s % kPW alone (kRing a multiple of kPW): a warp's consecutive uses of a
-  // stage are then one phase of its barriers apart, which is what a parity wait can tell apart (with
-  // 8 warps on 4 stages a warp ran two phases ahead and the kernel hung), and no two warps write one
-  // stage (racecheck does not follow the order the full and empty barriers give two such warps: it
-  // reported the values' cp.async writes with 4 warps on 6 stages).
-  static constexpr int kRing = kDouble ? 4 : 8;
-  static_assert(kRing % kPW == 0, "each stage written by one preparation warp");
+  // Chunk c goes to stage c % kRing and is handed over on barrier slot c % kSlots (full: written;
+  // empty: consumed), with kSlots = the preparation warps (or the stages, if more): warp w then alone
+  // arrives on slot w's full barrier, and before it writes a stage it waits for the stage's previous
+  // chunk on that chunk's slot, whose previous phase the same warp already waited for, so a parity wait
+  // is never two phases behind (with 8 warps on 4 stages and one barrier per stage a warp was, and the
+  // kernel hung).
+  static constexpr int kRing = kDouble || kPW == 8 ? 4 : 8;
+  static constexpr int kSlots = kPW > kRing ? kPW : kRing;
+  static_assert(kSlots % kPW == 0 && kSlots % kRing == 0, "slots: a multiple of the warps and the stages");
   typename L::Stage stage[kRing];
   std::conditional_t<kDouble, bench_prep::WarpSmem2, bench_prep::WarpSmem> prep[kPW];
   alignas(16) float4 park[1];
   alignas(16) unsigned char out[8][512];
-  alignas(8) uint64_t full[kRing];
-  uint64_t empty[kRing];
+  alignas(8) uint64_t full[kSlots];
+  uint64_t empty[kSlots];
 };
 
-static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::smem_bytes<FusedWarpStorage<true>>() <= 232448,
+static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::smem_bytes<FusedWarpStorage<true>>() <= 232448 &&
+                  tile::smem_bytes<FusedWarpStorage<false, 8>>() <= 232448,
               "the warp layouts fit in one SM's shared memory");
 
+// kPW = 8: two warpgroups of preparation warps (512 threads): setmaxnreg gives the preparation 112
+// registers and the consumers 136 (the consumers spill ~100 bytes; 112 / 144 spills in both roles).
 template <bool kIdle, bool kDouble, int kPW = 4>
 __global__ void __launch_bounds__(32 * kPW + 256, 1) fused_warp_kernel(const __grid_constant__ FusedArgs a) {
   using Storage = FusedWarpStorage<kDouble, kPW>;
   constexpr int kPrepWG = kPW / 4;
+  constexpr bool kSplitRegs = kPW == 8;
+  constexpr int kPrepRegs = 120, kConsumerRegs = 136;
+  static_assert(!kSplitRegs || 128 * (kPrepWG * kPrepRegs + 2 * kConsumerRegs) <= 65536, "the setmaxnreg split must fit");
   extern __shared__ unsigned char smem_raw[];
   Storage& st = *tile::smem_storage<Storage>(smem_raw);
-  constexpr int kRing = Storage::kRing;
+  constexpr int kRing = Storage::kRing, kSlots = Storage::kSlots;
   const int hv = blockIdx.x;
   const int wg = threadIdx.x >> 7, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kRing; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       ptx::mbar_init(&st.full[s], 64);    // the preparing warp's lanes: their values' copies, their record
       ptx::mbar_init(&st.empty[s], 256);  // every consumer lane
     }
@@ -312,6 +321,7 @@ __global__ void __launch_bounds__(32 * kPW + 256, 1) fused_warp_kernel(const __g
   }
   __syncthreads();
   if (wg < kPrepWG) {
+    if constexpr (kSplitRegs) ptx::setmaxnreg_dec<kPrepRegs>();
     auto& ps = st.prep[warp];
     auto in_of = [&](uint32_t i) -> unsigned char(&)[6][2048] {
       if constexpr (kDouble) return ps.in[i & 1]; else return ps.in;
@@ -322,30 +332,34 @@ __global__ void __launch_bounds__(32 * kPW + 256, 1) fused_warp_kernel(const __g
     if (kDouble && warp < a.chunks) bench_prep::prep_warp_issue(in_of(0), bar_of(0), a.pp, &a.qmap, &a.kmap, &a.gmap, warp, hv);
     uint32_t i = 0;  // this warp's chunks so far
     for (int c = warp; c < a.chunks; c += kPW, ++i) {
-      const int s = c % kRing, u = c / kRing;
+      const int s = c % kRing, slot = c % kSlots;
       if constexpr (kDouble) {
         if (c + kPW < a.chunks) bench_prep::prep_warp_issue(in_of(i + 1), bar_of(i + 1), a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
       } else {
         bench_prep::prep_warp_issue(in_of(i), bar_of(i), a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
       }
-      if (u > 0) ptx::mbar_wait(&st.empty[s], (u - 1) & 1);
+      if (c >= kRing) {  // the stage's previous chunk consumed
+        const int prev = c - kRing;
+        ptx::mbar_wait(&st.empty[prev % kSlots], (prev / kSlots) & 1);
+      }
 #pragma unroll
       for (int m = 0; m < 8; ++m) {  // the chunk's values: 256 16-byte pieces
         const int k = lane + 32 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;
         const uint16_t* src = a.v + static_cast<int64_t>(c * 16 + j) * a.v_st.t + hv * a.v_st.h + 64 * w + 8 * q;
         ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);
       }
-      // The copies' completion arrives on the stage's barrier by itself (racecheck follows this; with
+      // The copies' completion arrives on the slot's barrier by itself (racecheck follows this; with
       // cp.async.wait_group and a plain arrival it reported the values' writes of consecutive uses).
-      ptx::cp_async_arrive_noinc(&st.full[s]);
+      ptx::cp_async_arrive_noinc(&st.full[slot]);
       bench_prep::prep_warp_chunk<true>(a.pp, in_of(i), ps.A, ps.tb, bar_of(i), c, hv,
                                         reinterpret_cast<uint8_t*>(&st.stage[s]), kDouble ? (i >> 1) & 1 : i & 1);
       ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
-      ptx::mbar_arrive(&st.full[s]);
+      ptx::mbar_arrive(&st.full[slot]);
     }
     return;
   }
-  run_consumers<2, kIdle, kRing>(a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park, wg - kPrepWG);
+  if constexpr (kSplitRegs) ptx::setmaxnreg_inc<kConsumerRegs>();
+  run_consumers<2, kIdle, kRing, kSlots>(a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park, wg - kPrepWG);
 }
 
 }  // namespace
