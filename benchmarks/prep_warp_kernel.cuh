@@ -94,7 +94,7 @@ struct WarpSmem {
 static_assert(sizeof(WarpSmem) == 15 * 1024, "15 KB per warp");
 static_assert(offsetof(WarpSmem, bar) % 8 == 0, "mbarrier alignment");
 
-inline constexpr int kIn = 0, kInK = 2, kInG = 4;
+inline constexpr int kIn = 0, kInK = 2, kInG = 4;  // in[] pieces: q p0/p1, k p0/p1, g p0/p1
 
 // A box (16 tokens x 64 columns, 128B swizzle): the tile the tensor copies write.
 using Box = tile::SwizzledTile<tile::Swizzle::k128B, 16, 64>;
@@ -137,7 +137,7 @@ struct WarpSmem2 {
   uint64_t bar[2];
   unsigned char pad[3072 - (16 * WarpSmem::kAld + 16 * WarpSmem::kTld) * 4 - 16];
 };
-static_assert(sizeof(WarpSmem2) == 27 * 1024, "27 KB per warp");  // in[] pieces: q p0/p1, k p0/p1, g p0/p1
+static_assert(sizeof(WarpSmem2) == 27 * 1024, "27 KB per warp");
 
 // The tensor copies of chunk vc's q, k, g (head hv) into `in`, completing on `bar` (initialised by the
 // caller, one arrival). The boxes' previous contents were read through the generic proxy: that is
