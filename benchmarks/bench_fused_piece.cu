@@ -142,24 +142,25 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    // `kernel` on H CTAs of `threads`, `smem` bytes of dynamic shared memory, on the stream.
+    auto launch_kernel = [&](auto kernel, int threads, int smem) {
+      CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      kernel<<<H, threads, smem, stream>>>(fa);
+      CUDA_OK(cudaGetLastError());
+    };
+    // The warp preparation's layouts (kIdle, kDouble, kPW).
     auto launch_warp = [&](auto kI, auto kD, auto kW) {
       constexpr bool I = decltype(kI)::value, Dbl = decltype(kD)::value;
       constexpr int W = decltype(kW)::value;
-      auto kernel = fused_warp_kernel<I, Dbl, W>;
-      const int smem = static_cast<int>(tile::smem_bytes<FusedWarpStorage<Dbl, W>>());
-      CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      kernel<<<H, 32 * W + 256, smem, stream>>>(fa);
-      CUDA_OK(cudaGetLastError());
+      launch_kernel(fused_warp_kernel<I, Dbl, W>, 32 * W + 256,
+                    static_cast<int>(tile::smem_bytes<FusedWarpStorage<Dbl, W>>()));
     };
-    // One layout (kPrepWG, kConsumerWG, kIdle) on the stream.
+    // One prepare_chunk layout (kPrepWG, kConsumerWG, kIdle).
     auto launch = [&](auto kP, auto kC, auto kI) {
       constexpr int P = decltype(kP)::value, Cw = decltype(kC)::value;
       constexpr bool I = decltype(kI)::value;
-      auto kernel = fused_piece_kernel<P, Cw, I>;
-      const int smem = static_cast<int>(tile::smem_bytes<FusedStorage<P, Cw>>());
-      CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      kernel<<<H, FusedConfig<P, Cw, I>::kThreads, smem, stream>>>(fa);
-      CUDA_OK(cudaGetLastError());
+      launch_kernel(fused_piece_kernel<P, Cw, I>, FusedConfig<P, Cw, I>::kThreads,
+                    static_cast<int>(tile::smem_bytes<FusedStorage<P, Cw>>()));
     };
     using std::integral_constant;
     using I1 = integral_constant<int, 1>;

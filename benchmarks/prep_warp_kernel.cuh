@@ -50,14 +50,9 @@
 #include "src/launch/tensor_map.h"
 #include "src/tile/swizzle.h"
 
-#ifndef PREP_WARP_UNROLL
-#define PREP_WARP_UNROLL 8
-#endif
-
 namespace kda::bench_prep {
 
 using sm90::ChunkRecord;
-inline constexpr int kUnroll = PREP_WARP_UNROLL;
 
 // movmatrix.trans: the 8x8 b16 matrix whose fragment (row lane/4, columns 2·(lane%4), +1) a lane
 // holds, transposed, in the same fragment layout.
@@ -230,7 +225,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   // ---- Elementwise pass by key steps; A and M accumulated ----------------------------------------
   float accA[2][4] = {}, mhh[2][4] = {}, mlo[2][4] = {};
   float* gamma = reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
-#pragma unroll kUnroll
+#pragma unroll 8  // all 8 key steps: dtbv is indexed by ks (unrolled by 4 it went to local memory)
   for (int ks = 0; ks < 8; ++ks) {
     uint32_t Q[4], K[4], Gr[4];
     unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
@@ -342,20 +337,10 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     }
   __syncwarp();
   if (lane < 16) {
-    const int c = lane;
     float col[16];
+    unit_lower_inverse_column(At, kAld, lane, col);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;
-#pragma unroll
-      for (int j = 0; j < i; j += 2) {
-        acc0 = fmaf(-At[i * kAld + j], col[j], acc0);
-        if (j + 1 < i) acc1 = fmaf(-At[i * kAld + j + 1], col[j + 1], acc1);
-      }
-      col[i] = acc0 + acc1;
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) tb[i * kSld + c] = col[i] * b_own;
+    for (int i = 0; i < 16; ++i) tb[i * kSld + lane] = col[i] * b_own;
   }
   __syncwarp();
 
@@ -374,7 +359,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     uint32_t mh[4], ml[4];
     ptx::c_pair_to_a_split(mc[0], mc[1], mh, ml);
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int nt = 0; nt < 2; ++nt) {  // as prepare_chunk's phase 6 (its n-tile = warp there)
       const int n = 8 * nt + g8, q2 = 2 * qd;
       uint32_t bh[2], bl[2];
       ptx::split_bf16x2(tb[q2 * kSld + n], tb[(q2 + 1) * kSld + n], bh[0], bl[0]);

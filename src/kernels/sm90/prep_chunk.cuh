@@ -370,16 +370,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   if (tid < 16) {
     const int c = tid;
     float col[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;  // two chains: half the dependent latency
-#pragma unroll
-      for (int j = 0; j < i; j += 2) {
-        acc0 = fmaf(-sm.A[i * kSld + j], col[j], acc0);
-        if (j + 1 < i) acc1 = fmaf(-sm.A[i * kSld + j + 1], col[j + 1], acc1);
-      }
-      col[i] = acc0 + acc1;
-    }
+    unit_lower_inverse_column(sm.A, kSld, c, col);
     const float bc = sm.b[c];
 #pragma unroll
     for (int i = 0; i < 16; ++i) sm.Tb[i * kSld + c] = col[i] * bc;

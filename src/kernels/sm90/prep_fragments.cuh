@@ -1,7 +1,8 @@
 // What chunk_prep_kernel.cuh's phases are made of: element helpers (bf16 unpacking, the float
-// tile's swizzled row map, hi/lo packing, the overflow-safe L2-norm path) and the tensor-core
-// products of the record's wide operands (identity fragment, wide_product: X·Kd (+ Qd) over a
-// warp's 32 key columns). Device only; the layouts are chunk_record.cuh's and record_fragments.cuh's.
+// tile's swizzled row map, hi/lo packing, the overflow-safe L2-norm path), T's columns by forward
+// substitution, and the tensor-core products of the record's wide operands (identity fragment,
+// wide_product: X·Kd (+ Qd) over a warp's 32 key columns). Device only; the layouts are
+// chunk_record.cuh's and record_fragments.cuh's.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -113,6 +114,22 @@ __device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
   for (int r = 0; r < 4; ++r) {
     const int row = g + 8 * (r & 1), col = c + 8 * (r >> 1);
     a[r] = ptx::pack_bf16x2(row == col ? 1.0f : 0.0f, row == col + 1 ? 1.0f : 0.0f);
+  }
+}
+
+// Column c (0..15) of T = (I + A)^-1 for the strictly lower 16x16 A (floats, row stride lda), by
+// forward substitution in two FMA chains (half the dependent latency): one lane per column. Both
+// preparations (prep_chunk.cuh, benchmarks/prep_warp_kernel.cuh) scale it by b_c into Tb.
+__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int lda, int c, float (&col)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < i; j += 2) {
+      acc0 = fmaf(-A[i * lda + j], col[j], acc0);
+      if (j + 1 < i) acc1 = fmaf(-A[i * lda + j + 1], col[j + 1], acc1);
+    }
+    col[i] = acc0 + acc1;
   }
 }
 
