@@ -9,8 +9,13 @@
 //
 // Also the warp preparation (benchmarks/prep_warp_kernel.cuh) in the same place: four independent
 // preparation warps beside the two consumer warpgroups (w4c2; d4c2: each warp loads its next chunk
-// ahead; w8c2: eight warps), and the same with idle consumers (wprep, dprep, w8prep). --warp-only:
-// kda_fwd and those alone.
+// ahead; w8c2: eight warps), and the same with idle consumers (wprep, dprep, w8prep); the late form
+// (prep_warp_kernel.cuh RecordTo::kLate: a warp takes its stage once T and P exist) with four or eight
+// warps (l4c2, l8c2, l4prep, l8prep), and its variants on the lines below each row (fused_warp_kernel's
+// kFlags: one consumer warpgroup with both halves in registers l8c1 / l4c1, key loops unrolled 2 or 1
+// l8c1u2 / l8c1u1 / l4c2u2, consumers first, L2 prefetch, the chain alone, a 104 / 152 register split,
+// 3 stages). --warp-only: kda_fwd and those alone; --only a,b: only the named warp layouts (the
+// names in the check column, or the timed variables of the idle and chain-alone runs).
 //
 // Checked against kda_fwd on the same inputs (one pass, context_split = 1): with prepare_chunk the
 // outputs must be bitwise equal (the same preparation and step arithmetic); with the warp preparation,
@@ -19,7 +24,7 @@
 // carries U and Kr as hi + lo pairs (FLASH_KDA_FINAL_SPLIT), this one does not; required < 4e-3.
 // Timed against kda_fwd as CUDA-graph replays (medians), H = 132 heads (one CTA per SM) and several
 // sequence lengths: the per-SM work of a warm-up plan's pass with pieces of n chunks.
-// Usage: flash_kda_bench_fused_piece [--chunks n,n,...] [--heads H] [--warp-only]
+// Usage: flash_kda_bench_fused_piece [--chunks n,n,...] [--heads H] [--warp-only] [--only layout,...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,9 +46,15 @@ int main(int argc, char** argv) {
   std::vector<int> chunk_counts = {3, 8, 13, 17, 33, 64};
   int H = 132;
   bool warp_only = false;  // only kda_fwd and the warp-preparation layouts
+  std::string only;        // --only a,b,...: only these warp layouts (check names, or the idle timings' variables)
+  auto selected = [&](const char* name) { return only.empty() || ("," + only + ",").find("," + std::string(name) + ",") != std::string::npos; };
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--heads" && i + 1 < argc) H = std::atoi(argv[++i]);
     if (std::string(argv[i]) == "--warp-only") warp_only = true;
+    if (std::string(argv[i]) == "--only" && i + 1 < argc) {
+      only = argv[++i];
+      warp_only = true;
+    }
     if (std::string(argv[i]) == "--chunks" && i + 1 < argc) {
       chunk_counts.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) chunk_counts.push_back(std::atoi(tok));
@@ -58,9 +69,9 @@ int main(int argc, char** argv) {
   // halves); best/x: the fastest of them over kda_fwd; prepP: P preparation warpgroups with idle
   // consumers (the preparation alone). Check: outputs that differ from kda_fwd's (bitwise), and the
   // final state's relative L2 difference.
-  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s %10s %9s %9s %10s %9s %9s %10s %9s %9s  %s\n", "chunks", "heads", "kda_fwd",
+  std::printf("%-7s %-6s %10s %10s %10s %10s %10s %9s %9s %9s %9s %9s %10s %9s %9s %10s %9s %9s %10s %9s %9s %10s %9s %9s %10s %9s %9s  %s\n", "chunks", "heads", "kda_fwd",
               "p1c2", "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "w4c2", "w4c2/x", "wprep", "d4c2", "d4c2/x", "dprep", "w8c2", "w8c2/x", "w8prep",
-              "check (all times ms)");
+              "l4c2", "l4c2/x", "l4prep", "l8c2", "l8c2/x", "l8prep", "check (all times ms)");
   for (int n : chunk_counts) {
     const int64_t T = 16 * n;
     const size_t tok = static_cast<size_t>(T * H);
@@ -136,7 +147,8 @@ int main(int argc, char** argv) {
     fa.out_st = st4;
     fa.chunks = n;
     {  // the warp preparation's tensor maps
-      const kda_status ms = bench_prep::make_qkg_maps(q, k, g, H, T, &fa.qmap, &fa.kmap, &fa.gmap);
+      kda_status ms = bench_prep::make_qkg_maps(q, k, g, H, T, &fa.qmap, &fa.kmap, &fa.gmap);
+      if (ms.code == KDA_OK) ms = bench_prep::make_box_map(v, H, T, &fa.vmap);
       if (ms.code != KDA_OK) {
         std::fprintf(stderr, "tensor map: %s\n", ms.message);
         return 2;
@@ -148,12 +160,12 @@ int main(int argc, char** argv) {
       kernel<<<H, threads, smem, stream>>>(fa);
       CUDA_OK(cudaGetLastError());
     };
-    // The warp preparation's layouts (kIdle, kDouble, kPW).
-    auto launch_warp = [&](auto kI, auto kD, auto kW) {
-      constexpr bool I = decltype(kI)::value, Dbl = decltype(kD)::value;
-      constexpr int W = decltype(kW)::value;
-      launch_kernel(fused_warp_kernel<I, Dbl, W>, 32 * W + 256,
-                    static_cast<int>(tile::smem_bytes<FusedWarpStorage<Dbl, W>>()));
+    // The warp preparation's layouts (kIdle, kDouble, kPW, kLate, kFlags).
+    auto launch_warp = [&](auto kI, auto kD, auto kW, auto kL, auto kF) {
+      constexpr bool I = decltype(kI)::value, Dbl = decltype(kD)::value, Lt = decltype(kL)::value;
+      constexpr int W = decltype(kW)::value, F = decltype(kF)::value;
+      launch_kernel(fused_warp_kernel<I, Dbl, W, Lt, F>, kFusedWarpThreads<W, F>,
+                    static_cast<int>(tile::smem_bytes<FusedWarpStorage<Dbl, W, Lt, (F & kThreeStages) ? 3 : 8>>()));
     };
     // One prepare_chunk layout (kPrepWG, kConsumerWG, kIdle).
     auto launch = [&](auto kP, auto kC, auto kI) {
@@ -181,7 +193,8 @@ int main(int argc, char** argv) {
     // exact: outputs bitwise equal to kda_fwd's (prepare_chunk's records); otherwise (the warp
     // preparation, whose records differ from prepare_chunk's by roundings) a relative L2 difference of
     // the outputs below 3e-3, about one bf16 unit on a few percent of them.
-    auto run = [&](const char* name, auto enqueue, bool exact = true) {
+    auto run = [&](const char* name, auto enqueue, bool exact = true) -> double {
+      if (!selected(name)) return 0.0;
       CUDA_OK(cudaMemset(out, 0xff, tok * D * 2));
       enqueue();
       CUDA_OK(cudaStreamSynchronize(stream));
@@ -205,6 +218,8 @@ int main(int argc, char** argv) {
       check += b;
       return graph_ms(stream, enqueue);
     };
+    // A layout timed without its check (idle consumers, or the chain alone), when selected.
+    auto idle = [&](const char* name, auto enqueue) -> double { return selected(name) ? graph_ms(stream, enqueue) : 0.0; };
     const double t_lib = graph_ms(stream, call);
     const double f12 = warp_only ? 0.0 : run("p1c2", [&] { launch(I1{}, I2{}, Busy{}); });
     const double f22 = warp_only ? 0.0 : run("p2c2", [&] { launch(I2{}, I2{}, Busy{}); });
@@ -216,16 +231,73 @@ int main(int argc, char** argv) {
     const double i4 = warp_only ? 0.0 : graph_ms(stream, [&] { launch(I4{}, I2{}, Idle{}); });
     using W4 = integral_constant<int, 4>;
     using W8 = integral_constant<int, 8>;
-    const double w4 = run("w4c2", [&] { launch_warp(Busy{}, std::false_type{}, W4{}); }, false);
-    const double wi = graph_ms(stream, [&] { launch_warp(Idle{}, std::false_type{}, W4{}); });
-    const double d4 = run("d4c2", [&] { launch_warp(Busy{}, std::true_type{}, W4{}); }, false);
-    const double di = graph_ms(stream, [&] { launch_warp(Idle{}, std::true_type{}, W4{}); });
-    const double w8 = run("w8c2", [&] { launch_warp(Busy{}, std::false_type{}, W8{}); }, false);
-    const double w8i = graph_ms(stream, [&] { launch_warp(Idle{}, std::false_type{}, W8{}); });
+    using No = std::false_type;
+    using F0 = integral_constant<int, 0>;
+    using Yes = std::true_type;
+    const double w4 = run("w4c2", [&] { launch_warp(Busy{}, No{}, W4{}, No{}, F0{}); }, false);
+    const double wi = idle("wi", [&] { launch_warp(Idle{}, No{}, W4{}, No{}, F0{}); });
+    const double d4 = run("d4c2", [&] { launch_warp(Busy{}, Yes{}, W4{}, No{}, F0{}); }, false);
+    const double di = idle("di", [&] { launch_warp(Idle{}, Yes{}, W4{}, No{}, F0{}); });
+    const double w8 = run("w8c2", [&] { launch_warp(Busy{}, No{}, W8{}, No{}, F0{}); }, false);
+    const double w8i = idle("w8i", [&] { launch_warp(Idle{}, No{}, W8{}, No{}, F0{}); });
+    const double l4 = run("l4c2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F0{}); }, false);
+    const double l4i = idle("l4i", [&] { launch_warp(Idle{}, No{}, W4{}, Yes{}, F0{}); });
+    const double l8 = run("l8c2", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F0{}); }, false);
+    const double l8i = idle("l8i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F0{}); });
 
-    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f  %s\n", n,
+    // The late eight-warp form's variants (kFlags): consumers first (cf), next chunk prefetched into L2
+    // (pf), both; the chain alone in this layout (skip: the warps only take stages and copy values).
+    using F1 = integral_constant<int, kConsumersFirst>;
+    using F2 = integral_constant<int, kPrefetchNext>;
+    using F3 = integral_constant<int, kConsumersFirst | kPrefetchNext>;
+    using F4 = integral_constant<int, kSkipPrep>;
+    using F5 = integral_constant<int, kSkipPrep | kConsumersFirst>;
+    const double v_cf = run("l8c2cf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F1{}); }, false);
+    const double v_pf = run("l8c2pf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F2{}); }, false);
+    const double v_cfpf = run("l8c2cfpf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F3{}); }, false);
+    const double v_pfi = idle("v_pfi", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F2{}); });
+    const double v_skip = idle("v_skip", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F4{}); });
+    const double v_skipcf = idle("v_skipcf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F5{}); });
+    using F8 = integral_constant<int, kConsumerRegs152>;
+    using F12 = integral_constant<int, kSkipPrep | kConsumerRegs152>;
+    const double v_w = run("l8c2w", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F8{}); }, false);
+    const double v_skipw = idle("v_skipw", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F12{}); });
+    using F16 = integral_constant<int, kOneConsumer>;
+    using F20 = integral_constant<int, kOneConsumer | kSkipPrep>;
+    const double o8 = run("l8c1", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F16{}); }, false);
+    const double o8i = idle("o8i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F16{}); });
+    const double o8skip = idle("o8skip", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F20{}); });
+    const double o4 = run("l4c1", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F16{}); }, false);
+    const double o4skip = idle("o4skip", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F20{}); });
+    using F48 = integral_constant<int, kOneConsumer | kUnroll2>;
+    using F80 = integral_constant<int, kOneConsumer | kUnroll1>;
+    using F32 = integral_constant<int, kUnroll2>;
+    const double u8c1_2 = run("l8c1u2", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F48{}); }, false);
+    const double u8c1_2i = idle("u8c1_2i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F48{}); });
+    const double u8c1_1 = run("l8c1u1", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F80{}); }, false);
+    const double u8c1_1i = idle("u8c1_1i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F80{}); });
+    const double u4c2_2 = run("l4c2u2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F32{}); }, false);
+    const double u4c2_2i = idle("u4c2_2i", [&] { launch_warp(Idle{}, No{}, W4{}, Yes{}, F32{}); });
+    const double u4c1_2 = run("l4c1u2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F48{}); }, false);
+    using F176 = integral_constant<int, kOneConsumer | kUnroll2 | kThreeStages>;
+    const double u4c1_3 = run("l4c1u2s3", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F176{}); }, false);
+    const double l4pf = run("l4c2pf", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F2{}); }, false);
+    const double l4cfpf = run("l4c2cfpf", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F3{}); }, false);
+    const double l4skip = idle("l4skip", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F4{}); });
+
+    std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f  %s\n", n,
                 H, t_lib, f12, f22, f21, f31, std::min(std::min(f12, f22), std::min(f21, f31)) / t_lib, i1, i2, i3, i4, w4,
-                w4 / t_lib, wi, d4, d4 / t_lib, di, w8, w8 / t_lib, w8i, check.c_str());
+                w4 / t_lib, wi, d4, d4 / t_lib, di, w8, w8 / t_lib, w8i, l4, l4 / t_lib, l4i, l8, l8 / t_lib, l8i, check.c_str());
+    std::printf("        one consumer warpgroup, both halves in registers (ms): l8c1 %.4f (%.3fx kda_fwd), l8c1 prep alone %.4f, "
+                "l8c1 chain alone %.4f; l4c1 %.4f, l4c1 chain alone %.4f\n",
+                o8, o8 / t_lib, o8i, o8skip, o4, o4skip);
+    std::printf("        key loops rolled (ms): l8c1 unroll 2 %.4f (%.3fx kda_fwd; prep alone %.4f), unroll 1 %.4f (%.3fx; %.4f); "
+                "l4c2 unroll 2 %.4f (%.3fx; %.4f); l4c1 unroll 2 %.4f (%.3fx), the same on 3 stages %.4f\n",
+                u8c1_2, u8c1_2 / t_lib, u8c1_2i, u8c1_1, u8c1_1 / t_lib, u8c1_1i, u4c2_2, u4c2_2 / t_lib, u4c2_2i, u4c1_2,
+                u4c1_2 / t_lib, u4c1_3);
+    std::printf("        late form variants (ms): l8c2 cf %.4f pf %.4f cf+pf %.4f, l8prep pf %.4f, l8 chain alone %.4f (cf %.4f); "
+                "regs 104/152: l8c2 %.4f, chain alone %.4f; l4c2 pf %.4f cf+pf %.4f, l4 chain alone %.4f\n",
+                v_cf, v_pf, v_cfpf, v_pfi, v_skip, v_skipcf, v_w, v_skipw, l4pf, l4cfpf, l4skip);
     for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)out_ref, (void*)out, (void*)h0,
                       (void*)ht_ref, (void*)ht, (void*)A_log, (void*)dt_bias, ws})
       CUDA_OK(cudaFree(ptr));

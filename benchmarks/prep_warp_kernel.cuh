@@ -124,6 +124,22 @@ constexpr bool box_layout_is_the_records() {
 }
 static_assert(box_layout_is_the_records(), "the boxes' layout is the record's panel layout");
 
+// A preparation warp that takes its ring stage only at the end of its chunk (RecordTo::kLate): Kr and Γ
+// wait in the warp's own memory (kr in the record's panel layout, so that the move into the stage is a
+// straight copy) until the stage is free; 19 KB per warp, so that eight such warps leave room for 3
+// stages.
+struct WarpSmemLate {
+  alignas(1024) unsigned char in[6][2048];
+  alignas(128) unsigned char kr[2 * ChunkRecord::kKrPanelBytes];
+  float A[16 * WarpSmem::kAld];
+  float tb[16 * WarpSmem::kTld];
+  float gamma[128];
+  uint64_t bar;
+  unsigned char pad[19 * 1024 - 6 * 2048 - 2 * ChunkRecord::kKrPanelBytes - (16 * WarpSmem::kAld + 16 * WarpSmem::kTld + 128) * 4 - 8];
+};
+static_assert(sizeof(WarpSmemLate) == 19 * 1024, "19 KB per warp");
+static_assert(offsetof(WarpSmemLate, bar) % 8 == 0, "mbarrier alignment");
+
 // A preparation warp that loads its next chunk while it computes the current one: two sets of boxes.
 struct WarpSmem2 {
   alignas(1024) unsigned char in[2][6][2048];
@@ -155,16 +171,47 @@ __device__ __forceinline__ void prep_warp_issue(unsigned char (&in)[6][2048], ui
   }
 }
 
+// Where prep_warp_chunk writes its record.
+enum class RecordTo {
+  kGlobal,  // `rec` in global memory ([Wd; Qp] by bulk copies from the boxes, which the call waits to be read)
+  kStage,   // `rec` a ring stage in shared memory (wgmma_stage.h: the record is its first bytes), taken by
+            // the caller before the chunk
+  kLate,    // a ring stage that `acquire()` returns once T and P exist (it waits for the stage to be free):
+            // until then Kr and Γ go to `park` (WarpSmemLate), moved into the stage at the end
+};
+
+struct NoAcquire {
+  __device__ __forceinline__ uint8_t* operator()() const { return nullptr; }
+};
+
+// The same boxes brought into L2 only (one lane; no completion to wait for): cp.async.bulk.prefetch.tensor.
+__device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, const CUtensorMap* qmap,
+                                                  const CUtensorMap* kmap, const CUtensorMap* gmap, int64_t vc, int hv) {
+  const int per = p.seq.T / 16;
+  const int seq = static_cast<int>(vc / per), tok0 = static_cast<int>(vc % per) * 16;
+  const CUtensorMap* maps[3] = {qmap, kmap, gmap};
+#pragma unroll
+  for (int m = 0; m < 3; ++m)
+#pragma unroll
+    for (int pn = 0; pn < 2; ++pn)
+      asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(maps[m]),
+                   "r"(64 * pn), "r"(hv), "r"(tok0), "r"(seq)
+                   : "memory");
+}
+
 // One chunk (virtual chunk vc of value head hv, whole chunks of fixed-length sequences) by one warp,
-// its q, k, g arriving in `in` on `bar` with phase parity `parity` (prep_warp_issue).
-// kToStage = false: the record goes to `rec` in global memory ([Wd; Qp] by bulk copies from the boxes,
-// which this call waits to be read); true: `rec` is a ring stage in shared memory (wgmma_stage.h: the
-// record is its first bytes), every store a shared one, and the caller publishes the stage (its proxy
-// fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
-template <bool kToStage>
+// its q, k, g arriving in `in` on `bar` with phase parity `parity` (prep_warp_issue), its record where
+// kTo says; into a stage (kStage, kLate) every store a shared one, and the caller publishes the stage
+// (its proxy fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
+// kKeyUnroll < 8 (the single pass: code size): the key loops unrolled that far, dt_bias of the head read
+// from `dt_s` (128 floats in shared memory, zeros without dt_bias) instead of registers.
+template <RecordTo kTo, int kKeyUnroll = 8, class Acquire = NoAcquire>
 __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsigned char (&in)[6][2048], float* A,
                                                 float* tb, uint64_t* bar, int64_t vc, int hv, uint8_t* rec,
-                                                uint32_t parity) {
+                                                uint32_t parity, WarpSmemLate* park = nullptr, Acquire acquire = {},
+                                                const float* dt_s = nullptr) {
+  static_assert(kKeyUnroll == 8 || kKeyUnroll == 4 || kKeyUnroll == 2 || kKeyUnroll == 1, "key loop unroll");
+  constexpr bool kToStage = kTo != RecordTo::kGlobal;
   using namespace sm90;
   using namespace sm90::prep_detail;
   const int lane = threadIdx.x & 31;
@@ -181,9 +228,11 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     beta_bits = p.beta_is_f32 ? static_cast<const uint32_t*>(p.beta)[off] : static_cast<const uint16_t*>(p.beta)[off];
   }
   float a_log_raw = p.A_log != nullptr ? p.A_log[hv] : 0.0f;
-  float dtbv[16];  // key 16 ks + 8 o + grp at [2 ks + o]
+  float dtbv[kKeyUnroll == 8 ? 16 : 1];  // key 16 ks + 8 o + grp at [2 ks + o]
+  if constexpr (kKeyUnroll == 8) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) dtbv[i] = p.dt_bias != nullptr ? p.dt_bias[hv * 128 + 8 * i + g8] : 0.0f;
+    for (int i = 0; i < 16; ++i) dtbv[i] = p.dt_bias != nullptr ? p.dt_bias[hv * 128 + 8 * i + g8] : 0.0f;
+  }
   auto off = [&](int ks) -> uint32_t { return box_row_offset(lane, ks); };  // in the box of panel ks / 4
   __syncwarp();
   ptx::mbar_wait(bar, parity);
@@ -224,8 +273,9 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
 
   // ---- Elementwise pass by key steps; A and M accumulated ----------------------------------------
   float accA[2][4] = {}, mhh[2][4] = {}, mlo[2][4] = {};
-  float* gamma = reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
-#pragma unroll 8  // all 8 key steps: dtbv is indexed by ks (unrolled by 4 it went to local memory)
+  float* gamma = kTo == RecordTo::kLate ? park->gamma : reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
+  uint8_t* kr_base = kTo == RecordTo::kLate ? park->kr : rec + ChunkRecord::kKrOffset;
+#pragma unroll kKeyUnroll  // 8 with dtbv, which is indexed by ks (unrolled by 4 it went to local memory)
   for (int ks = 0; ks < 8; ++ks) {
     uint32_t Q[4], K[4], Gr[4];
     unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
@@ -245,7 +295,11 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       unpack2(Q[2 * o + 1], qv[2], qv[3]);
       unpack2(K[2 * o], kv[0], kv[1]);
       unpack2(K[2 * o + 1], kv[2], kv[3]);
-      const float db = dtbv[2 * ks + o];
+      float db;
+      if constexpr (kKeyUnroll == 8)
+        db = dtbv[2 * ks + o];
+      else
+        db = dt_s[key];
       float a[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) a[e] = bounded_log2_decay(x[e], db, gk);
@@ -315,7 +369,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int row = g8 + 8 * (r & 1), c = 2 * ks + (r >> 1);
-      *reinterpret_cast<uint32_t*>(rec + ChunkRecord::kKrOffset + (ks >> 2) * ChunkRecord::kKrPanelBytes + row * 128 +
+      *reinterpret_cast<uint32_t*>(kr_base + (ks >> 2) * ChunkRecord::kKrPanelBytes + row * 128 +
                                    (((c & 7) ^ (row & 7)) << 4) + 4 * qd) = mov_trans(kr_p[r]);
     }
   }
@@ -377,6 +431,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     ptx::c_pair_to_a(np0, np1, ph);
     frag::load_a_f32(tb, kSld, false, lane, th);
   }
+  if constexpr (kTo == RecordTo::kLate) rec = acquire();  // the stage, from here on
   {
     uint16_t* tb_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbHiOffset);
     uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);
@@ -405,7 +460,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   // ---- Wd = Tb·Kd, Qp = Qd − P·Kd, by key steps, over the Kd / Qd they read ------------------------
   uint32_t ident[4];
   identity_a(ident, lane);
-#pragma unroll
+#pragma unroll kKeyUnroll
   for (int ks = 0; ks < 8; ++ks) {
     unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
     unsigned char* ka = in[kInK + (ks >> 2)] + off(ks);
@@ -438,6 +493,17 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       stmatrix_x4(qa, wd_o);
       stmatrix_x4(ka, qp_o);
     }
+  }
+
+  // ---- Kr and Γ from the park into the stage (the same bytes) -----------------------------------
+  if constexpr (kTo == RecordTo::kLate) {
+    uint4 x[9];
+#pragma unroll
+    for (int it = 0; it < 8; ++it) x[it] = reinterpret_cast<const uint4*>(park->kr)[lane + 32 * it];
+    x[8] = reinterpret_cast<const uint4*>(park->gamma)[lane];
+#pragma unroll
+    for (int it = 0; it < 8; ++it) reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset)[lane + 32 * it] = x[it];
+    reinterpret_cast<uint4*>(rec + ChunkRecord::kGammaOffset)[lane] = x[8];
   }
 
   // ---- [Wd; Qp] by bulk copies from the boxes ----------------------------------------------------
@@ -479,7 +545,7 @@ __global__ void __launch_bounds__(32 * NW) prep_warp_kernel(const __grid_constan
   }
   __syncwarp();
   prep_warp_issue(s.in, &s.bar, p, &qmap, &kmap, &gmap, vc, hv);
-  prep_warp_chunk<false>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
+  prep_warp_chunk<RecordTo::kGlobal>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
 }
 
 // Host: the preparation's parameters for one dense [1, T, H, 128] sequence (bf16 q, k, g, beta; H
@@ -515,17 +581,22 @@ inline sm90::PrepParams dense_prep_params(const uint16_t* q, const uint16_t* k, 
   return pp;
 }
 
-// Host: the tensor maps of dense [1, T, H, 128] bf16 q, k, g (T tokens, H heads), in boxes of 16 tokens
-// x 64 columns of one head with the 128B swizzle (the boxes prep_warp_issue copies).
+// Host: the tensor map of a dense [1, T, H, 128] bf16 tensor (T tokens, H heads) in boxes of 16 tokens x
+// 64 columns of one head with the 128B swizzle (the boxes prep_warp_issue copies; for v, the VtTile).
+inline kda_status make_box_map(const uint16_t* src, int H, int64_t T, CUtensorMap* map) {
+  const uint64_t dims[4] = {128, static_cast<uint64_t>(H), static_cast<uint64_t>(T), 1};
+  const uint64_t strides[3] = {128, static_cast<uint64_t>(H) * 128, static_cast<uint64_t>(H) * 128 * static_cast<uint64_t>(T)};
+  const uint32_t box[4] = {64, 1, 16, 1};
+  return sm90::make_tensor_map_bf16(map, src, 4, dims, strides, box, tile::Swizzle::k128B);
+}
+
+// Host: q, k and g's maps (make_box_map).
 inline kda_status make_qkg_maps(const uint16_t* q, const uint16_t* k, const uint16_t* g, int H, int64_t T,
                                 CUtensorMap* qmap, CUtensorMap* kmap, CUtensorMap* gmap) {
   const uint16_t* srcs[3] = {q, k, g};
   CUtensorMap* maps[3] = {qmap, kmap, gmap};
-  const uint64_t dims[4] = {128, static_cast<uint64_t>(H), static_cast<uint64_t>(T), 1};
-  const uint64_t strides[3] = {128, static_cast<uint64_t>(H) * 128, static_cast<uint64_t>(H) * 128 * static_cast<uint64_t>(T)};
-  const uint32_t box[4] = {64, 1, 16, 1};
   for (int m = 0; m < 3; ++m) {
-    const kda_status s = sm90::make_tensor_map_bf16(maps[m], srcs[m], 4, dims, strides, box, tile::Swizzle::k128B);
+    const kda_status s = make_box_map(srcs[m], H, T, maps[m]);
     if (s.code != KDA_OK) return s;
   }
   kda_status ok{};
