@@ -118,7 +118,7 @@ struct FusedConfig {
 // i % kSlots), the state in registers, the outputs through out_tile.
 // kRegHalves (one consumer warpgroup): both halves' states in registers (S, S2; setmaxnreg 240), none
 // parked.
-template <int kConsumerWG, bool kIdle, int kRing, int kSlots = kRing, bool kRegHalves = false>
+template <int kConsumerWG, bool kIdle, int kRing, int kSlots = kRing, bool kRegHalves = false, bool kOneHalf = false>
 __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::Stage* stages, uint64_t* full,
                                               uint64_t* empty, unsigned char* out_tile, float4* park_all, int cw) {
   using S_t = tile::Acc<128>;
@@ -194,7 +194,7 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
       ptx::fence_proxy_async_shared();
       step(S, half_of(0), stg, i);
       if constexpr (kRegHalves) {
-        step(S2, 1, stg, i);
+        if constexpr (!kOneHalf) step(S2, 1, stg, i);  // kOneHalf: timing only (half 1 not stepped)
       } else if constexpr (kHalves == 2) {
         swap_parked();
         step(S, 1, stg, i);
@@ -325,7 +325,8 @@ static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::sme
 // kUnroll2 / kUnroll1: the preparation's key loops unrolled 2 / 1 times instead of 8 (its code is ~60 KB
 // straight through; the eight-warp layouts stalled 27% on instruction fetch).
 inline constexpr int kConsumersFirst = 1, kPrefetchNext = 2, kSkipPrep = 4, kConsumerRegs152 = 8, kOneConsumer = 16,
-                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128;
+                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256;  // kHalfChain: with
+// kOneConsumer, only half 0 stepped (timing only: what the chain's length costs)
 template <int kPW, int kFlags>
 inline constexpr int kFusedWarpThreads = 32 * kPW + ((kFlags & kOneConsumer) ? 128 : 256);
 template <bool kIdle, bool kDouble, int kPW = 4, bool kLate = false, int kFlags = 0>
@@ -443,8 +444,8 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
     return;
   }
   if constexpr (kSplitRegs) ptx::setmaxnreg_inc<kConsumerRegs>();
-  run_consumers<kCWG, kIdle, kRing, kSlots, kCWG == 1>(a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park,
-                                                       wg - kPrepWG);
+  run_consumers<kCWG, kIdle, kRing, kSlots, kCWG == 1, (kFlags & kHalfChain) != 0>(a, st.stage, st.full, st.empty,
+                                                                                   st.out[warp - kPW], st.park, wg - kPrepWG);
 }
 
 }  // namespace
