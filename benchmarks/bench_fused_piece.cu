@@ -37,7 +37,8 @@
 #include <vector>
 
 #include "benchmarks/bench_common.cuh"
-#include "benchmarks/fused_piece_kernel.cuh"
+#include "benchmarks/fused_warp_kernel.cuh"
+#include "benchmarks/prep_warp_host.h"
 #include "flash_kda/flash_kda.h"
 #include "src/kernels/sm90/fast_div.h"
 #include "src/launch/tensor_map.h"

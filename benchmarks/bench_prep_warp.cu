@@ -23,6 +23,7 @@
 
 #include "benchmarks/bench_common.cuh"
 #include "benchmarks/prep_warp_kernel.cuh"
+#include "benchmarks/prep_warp_host.h"
 #include "src/kernels/sm90/chunk_prep_kernel.cuh"
 #include "src/kernels/sm90/fast_div.h"
 #include "src/launch/tensor_map.h"

@@ -19,9 +19,11 @@
 //   stores.
 //
 // Parts: prep_warp_issue (the tensor copies of a chunk into a warp's boxes) and prep_warp_chunk (the
-// rest, its record to global memory or, for the single pass in fused_piece_kernel.cuh, into a ring
-// stage); prep_warp_kernel runs both for one chunk per warp. Measured: docs/performance_notes.md,
-// "The preparation by one warp per chunk".
+// rest, its record to global memory or, for the single pass in fused_warp_kernel.cuh, into a ring
+// stage, at the chunk's start or late); prep_warp_kernel runs both for one chunk per warp. The warp's
+// shared memory and the boxes' layout: prep_warp_layout.cuh; the host's parameters and tensor maps:
+// prep_warp_host.h. Measured: docs/performance_notes.md, "The preparation by one warp per chunk" and
+// "The preparation taking its stage late".
 //
 // Limits (a measurement): bounded gate, bf16 q / k / g, q and k heads equal to value heads, whole
 // chunks (T a multiple of 16), fixed-length batches with dense [B, T, H, 128] strides, no chunk
@@ -36,8 +38,8 @@
 #include <cstdint>
 #include <cuda/ptx>
 
+#include "benchmarks/prep_warp_layout.cuh"
 #include "src/kernels/sm90/chunk_record.cuh"
-#include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/gate_math.cuh"
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_fragments.cuh"
@@ -47,8 +49,6 @@
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
 #include "src/ptx/tma.cuh"
-#include "src/launch/tensor_map.h"
-#include "src/tile/swizzle.h"
 
 namespace kda::bench_prep {
 
@@ -73,82 +73,6 @@ __device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
   lo = __uint_as_float(w << 16);
   hi = __uint_as_float(w & 0xffff0000u);
 }
-
-// One warp's shared memory (15 KB; the boxes 1024-aligned: their 128B swizzle follows address bits
-// 7-9).
-struct WarpSmem {
-  static constexpr int kAld = 16, kTld = 20;  // row strides of A (broadcast reads) and Tb (conflict-free B reads)
-  // q, k, g of the chunk: [panel][16 tokens][64 columns] bf16 boxes; row r at 128 r, its 16-byte
-  // chunk c at c ^ (r % 8). Later Kd (q), Qd hi (k), Qd lo (g) in the same places, then Wd (q), Qp (k).
-  alignas(1024) unsigned char in[6][2048];
-  float A[16 * kAld];
-  float tb[16 * kTld];  // T·Diag(b)
-  uint64_t bar;
-  unsigned char pad[3072 - (16 * kAld + 16 * kTld) * 4 - 8];
-};
-static_assert(sizeof(WarpSmem) == 15 * 1024, "15 KB per warp");
-static_assert(offsetof(WarpSmem, bar) % 8 == 0, "mbarrier alignment");
-
-inline constexpr int kIn = 0, kInK = 2, kInG = 4;  // in[] pieces: q p0/p1, k p0/p1, g p0/p1
-
-// A box (16 tokens x 64 columns, 128B swizzle): the tile the tensor copies write.
-using Box = tile::SwizzledTile<tile::Swizzle::k128B, 16, 64>;
-
-// The row address lane `lane` gives ldmatrix / stmatrix (.x4) for key step ks (columns 16 ks, +16 of
-// the chunk, in the box of panel ks / 4): matrix m = lane / 8 is (tokens 8 (m % 2) .. +8, columns
-// 8 (2 ks + m / 2) ..), its row lane % 8.
-KDA_TILE_HD constexpr uint32_t box_row_offset(int lane, int ks) {
-  const int m = lane >> 3, row = (lane & 7) + 8 * (m & 1);
-  return static_cast<uint32_t>(row * 128 + (((((2 * ks) & 7) + (m >> 1)) ^ (lane & 7)) << 4));
-}
-
-// Checked at compile time: those addresses are the box's swizzled rows, and a box's bytes are where the
-// record keeps the same rows and columns, so stmatrix into the boxes and a bulk copy per box write
-// [Wd; Qp] (Wd rows 0..15 of a panel, Qp rows 16..31, 2048 bytes further), and Kr's panels the same way.
-constexpr bool box_layout_is_the_records() {
-  for (int lane = 0; lane < 32; ++lane)
-    for (int ks = 0; ks < 8; ++ks) {
-      const int m = lane >> 3, row = (lane & 7) + 8 * (m & 1), col = 8 * (((2 * ks) & 7) + (m >> 1));
-      if (box_row_offset(lane, ks) != Box::offset(row, col)) return false;
-    }
-  for (int p = 0; p < 2; ++p)
-    for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 8; ++c) {
-        const uint32_t in_box = Box::offset(r, 8 * c);
-        if (p * ChunkRecord::kWqPanelBytes + in_box != ChunkRecord::wd_chunk_byte(r, 8 * p + c)) return false;
-        if (p * ChunkRecord::kWqPanelBytes + 2048 + in_box != ChunkRecord::qp_chunk_byte(r, 8 * p + c)) return false;
-        if (ChunkRecord::kKrOffset + p * ChunkRecord::kKrPanelBytes + in_box != ChunkRecord::kr_chunk_byte(r, 8 * p + c))
-          return false;
-      }
-  return Box::kBytes == 2048;
-}
-static_assert(box_layout_is_the_records(), "the boxes' layout is the record's panel layout");
-
-// A preparation warp that takes its ring stage only at the end of its chunk (RecordTo::kLate): Kr and Γ
-// wait in the warp's own memory (kr in the record's panel layout, so that the move into the stage is a
-// straight copy) until the stage is free; 19 KB per warp, so that eight such warps leave room for 3
-// stages.
-struct WarpSmemLate {
-  alignas(1024) unsigned char in[6][2048];
-  alignas(128) unsigned char kr[2 * ChunkRecord::kKrPanelBytes];
-  float A[16 * WarpSmem::kAld];
-  float tb[16 * WarpSmem::kTld];
-  float gamma[128];
-  uint64_t bar;
-  unsigned char pad[19 * 1024 - 6 * 2048 - 2 * ChunkRecord::kKrPanelBytes - (16 * WarpSmem::kAld + 16 * WarpSmem::kTld + 128) * 4 - 8];
-};
-static_assert(sizeof(WarpSmemLate) == 19 * 1024, "19 KB per warp");
-static_assert(offsetof(WarpSmemLate, bar) % 8 == 0, "mbarrier alignment");
-
-// A preparation warp that loads its next chunk while it computes the current one: two sets of boxes.
-struct WarpSmem2 {
-  alignas(1024) unsigned char in[2][6][2048];
-  float A[16 * WarpSmem::kAld];
-  float tb[16 * WarpSmem::kTld];
-  uint64_t bar[2];
-  unsigned char pad[3072 - (16 * WarpSmem::kAld + 16 * WarpSmem::kTld) * 4 - 16];
-};
-static_assert(sizeof(WarpSmem2) == 27 * 1024, "27 KB per warp");
 
 // The tensor copies of chunk vc's q, k, g (head hv) into `in`, completing on `bar` (initialised by the
 // caller, one arrival). The boxes' previous contents were read through the generic proxy: that is
@@ -546,62 +470,6 @@ __global__ void __launch_bounds__(32 * NW) prep_warp_kernel(const __grid_constan
   __syncwarp();
   prep_warp_issue(s.in, &s.bar, p, &qmap, &kmap, &gmap, vc, hv);
   prep_warp_chunk<RecordTo::kGlobal>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
-}
-
-// Host: the preparation's parameters for one dense [1, T, H, 128] sequence (bf16 q, k, g, beta; H
-// value heads = q / k heads; the bounded gate's lower bound -5, sigmoid beta, L2 norm, scale
-// 1/sqrt(128)), as the library's launcher fills them for such a problem; records left null.
-inline sm90::PrepParams dense_prep_params(const uint16_t* q, const uint16_t* k, const uint16_t* g, const uint16_t* beta,
-                                          const float* A_log, const float* dt_bias, int H, int64_t T) {
-  sm90::PrepParams pp{};
-  const int64_t nvc = (T + 15) / 16;
-  pp.seq.cu_seqlens = nullptr;
-  pp.seq.N = 1;
-  pp.seq.T = static_cast<int32_t>(T);
-  pp.seq.T_total = static_cast<int32_t>(T);
-  pp.seq.num_vchunks = nvc;
-  pp.seq.per_magic = sm90::fast_div_magic(static_cast<uint32_t>(nvc));
-  pp.seq.per_fast = 1;
-  pp.q = q;
-  pp.k = k;
-  pp.g = g;
-  pp.beta = beta;
-  const sm90::Strides4 st4{T * H * 128, H * 128, 128}, stb{T * H, H, 1};
-  pp.q_st = pp.k_st = pp.g_st = st4;
-  pp.beta_st = stb;
-  pp.A_log = A_log;
-  pp.dt_bias = dt_bias;
-  pp.H = pp.HV = H;
-  pp.group = 1;
-  pp.group_magic = sm90::fast_div_magic(1);
-  pp.beta_sigmoid = 1;
-  pp.qk_l2norm = 1;
-  pp.scale = 1.0f / std::sqrt(128.0f);  // as the benchmarks pass it to kda_fwd (bitwise comparisons)
-  pp.lower_bound = -5.0f;
-  return pp;
-}
-
-// Host: the tensor map of a dense [1, T, H, 128] bf16 tensor (T tokens, H heads) in boxes of 16 tokens x
-// 64 columns of one head with the 128B swizzle (the boxes prep_warp_issue copies; for v, the VtTile).
-inline kda_status make_box_map(const uint16_t* src, int H, int64_t T, CUtensorMap* map) {
-  const uint64_t dims[4] = {128, static_cast<uint64_t>(H), static_cast<uint64_t>(T), 1};
-  const uint64_t strides[3] = {128, static_cast<uint64_t>(H) * 128, static_cast<uint64_t>(H) * 128 * static_cast<uint64_t>(T)};
-  const uint32_t box[4] = {64, 1, 16, 1};
-  return sm90::make_tensor_map_bf16(map, src, 4, dims, strides, box, tile::Swizzle::k128B);
-}
-
-// Host: q, k and g's maps (make_box_map).
-inline kda_status make_qkg_maps(const uint16_t* q, const uint16_t* k, const uint16_t* g, int H, int64_t T,
-                                CUtensorMap* qmap, CUtensorMap* kmap, CUtensorMap* gmap) {
-  const uint16_t* srcs[3] = {q, k, g};
-  CUtensorMap* maps[3] = {qmap, kmap, gmap};
-  for (int m = 0; m < 3; ++m) {
-    const kda_status s = make_box_map(srcs[m], H, T, maps[m]);
-    if (s.code != KDA_OK) return s;
-  }
-  kda_status ok{};
-  ok.code = KDA_OK;
-  return ok;
 }
 
 }  // namespace kda::bench_prep
