@@ -13,7 +13,7 @@
 // (prep_warp_kernel.cuh RecordTo::kLate: a warp takes its stage once T and P exist) with four or eight
 // warps (l4c2, l8c2, l4prep, l8prep), and its variants on the lines below each row (fused_warp_kernel's
 // kFlags: one consumer warpgroup with both halves in registers l8c1 / l4c1, key loops unrolled 2 or 1
-// l8c1u2 / l8c1u1 / l4c2u2, consumers first, L2 prefetch, the chain alone, a 104 / 152 register split,
+// l8c1u2 / l8c1u1 / l8c1u4 / l4c2u2, consumers first, L2 prefetch, the chain alone, a 104 / 152 register split,
 // 3 stages). --warp-only: kda_fwd and those alone; --only a,b: only the named warp layouts (the
 // names in the check column, or the timed variables of the idle and chain-alone runs; the others print 0).
 //
@@ -281,6 +281,8 @@ int main(int argc, char** argv) {
     const double u4c2_2i = idle("u4c2_2i", [&] { launch_warp(Idle{}, No{}, W4{}, Yes{}, F32{}); });
     const double u4c1_2 = run("l4c1u2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F48{}); }, false);
     using F176 = integral_constant<int, kOneConsumer | kUnroll2 | kThreeStages>;
+    using F528 = integral_constant<int, kOneConsumer | kUnroll4>;
+    const double u8c1_4 = run("l8c1u4", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F528{}); }, false);
     using F304 = integral_constant<int, kOneConsumer | kUnroll2 | kHalfChain>;
     const double u8half = idle("u8half", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F304{}); });
     const double u4c1_3 = run("l4c1u2s3", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F176{}); }, false);
@@ -296,9 +298,9 @@ int main(int argc, char** argv) {
                 o8, o8 / t_lib, o8i, o8skip, o4, o4skip);
     std::printf("        key loops rolled (ms): l8c1 unroll 2 %.4f (%.3fx kda_fwd; prep alone %.4f), unroll 1 %.4f (%.3fx; %.4f); "
                 "l4c2 unroll 2 %.4f (%.3fx; %.4f); l4c1 unroll 2 %.4f (%.3fx), the same on 3 stages %.4f; "
-                "l8c1u2 stepping half 0 only %.4f\n",
+                "l8c1u2 stepping half 0 only %.4f; l8c1 unroll 4 %.4f (%.3fx)\n",
                 u8c1_2, u8c1_2 / t_lib, u8c1_2i, u8c1_1, u8c1_1 / t_lib, u8c1_1i, u4c2_2, u4c2_2 / t_lib, u4c2_2i, u4c1_2,
-                u4c1_2 / t_lib, u4c1_3, u8half);
+                u4c1_2 / t_lib, u4c1_3, u8half, u8c1_4, u8c1_4 / t_lib);
     std::printf("        late form variants (ms): l8c2 cf %.4f pf %.4f cf+pf %.4f, l8prep pf %.4f, l8 chain alone %.4f (cf %.4f); "
                 "regs 104/152: l8c2 %.4f, chain alone %.4f; l4c2 pf %.4f cf+pf %.4f, l4 chain alone %.4f\n",
                 v_cf, v_pf, v_cfpf, v_pfi, v_skip, v_skipcf, v_w, v_skipw, l4pf, l4cfpf, l4skip);

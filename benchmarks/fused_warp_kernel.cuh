@@ -72,10 +72,10 @@ static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::sme
 // kOneConsumer: one consumer warpgroup steps both 64-row halves, their states in registers
 // (run_consumers' kRegHalves; with eight warps setmaxnreg 136 / 232), so that the consumers keep their
 // batches unserialised (ptxas C7512 below about 168 registers) beside eight preparation warps.
-// kUnroll2 / kUnroll1: the preparation's key loops unrolled 2 / 1 times instead of 8 (its code is ~60 KB
+// kUnroll4 / kUnroll2 / kUnroll1: the preparation's key loops unrolled 4 / 2 / 1 times instead of 8 (its code is ~60 KB
 // straight through; the eight-warp layouts stalled 27% on instruction fetch).
 inline constexpr int kConsumersFirst = 1, kPrefetchNext = 2, kSkipPrep = 4, kConsumerRegs152 = 8, kOneConsumer = 16,
-                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256;  // kHalfChain: with
+                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256, kUnroll4 = 512;  // kHalfChain: with
 // kOneConsumer, only half 0 stepped (timing only: what the chain's length costs)
 template <int kPW, int kFlags>
 inline constexpr int kFusedWarpThreads = 32 * kPW + ((kFlags & kOneConsumer) ? 128 : 256);
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
   using Storage = FusedWarpStorage<kDouble, kPW, kLate, (kFlags & kThreeStages) ? 3 : 8>;
   constexpr int kPrepWG = kPW / 4;
   constexpr int kCWG = (kFlags & kOneConsumer) ? 1 : 2;
-  constexpr int kKeyUnroll = (kFlags & kUnroll1) ? 1 : (kFlags & kUnroll2) ? 2 : 8;
+  constexpr int kKeyUnroll = (kFlags & kUnroll1) ? 1 : (kFlags & kUnroll2) ? 2 : (kFlags & kUnroll4) ? 4 : 8;
   constexpr bool kSplitRegs = kPW == 8;
   constexpr bool kWide = (kFlags & kConsumerRegs152) != 0;
   constexpr int kPrepRegs = kCWG == 1 ? 136 : kWide ? 104 : 120;
