@@ -283,6 +283,10 @@ int main(int argc, char** argv) {
     using F176 = integral_constant<int, kOneConsumer | kUnroll2 | kThreeStages>;
     using F528 = integral_constant<int, kOneConsumer | kUnroll4>;
     const double u8c1_4 = run("l8c1u4", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F528{}); }, false);
+    using F1072 = integral_constant<int, kOneConsumer | kUnroll2 | kOverlapUpdate>;
+    using F1044 = integral_constant<int, kOneConsumer | kSkipPrep | kOverlapUpdate>;
+    const double ov = run("l8c1u2ov", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F1072{}); }, false);
+    const double ovskip = idle("ovskip", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F1044{}); });
     using F304 = integral_constant<int, kOneConsumer | kUnroll2 | kHalfChain>;
     const double u8half = idle("u8half", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F304{}); });
     const double u4c1_3 = run("l4c1u2s3", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F176{}); }, false);
@@ -298,9 +302,10 @@ int main(int argc, char** argv) {
                 o8, o8 / t_lib, o8i, o8skip, o4, o4skip);
     std::printf("        key loops rolled (ms): l8c1 unroll 2 %.4f (%.3fx kda_fwd; prep alone %.4f), unroll 1 %.4f (%.3fx; %.4f); "
                 "l4c2 unroll 2 %.4f (%.3fx; %.4f); l4c1 unroll 2 %.4f (%.3fx), the same on 3 stages %.4f; "
-                "l8c1u2 stepping half 0 only %.4f; l8c1 unroll 4 %.4f (%.3fx)\n",
+                "l8c1u2 stepping half 0 only %.4f; l8c1 unroll 4 %.4f (%.3fx); l8c1u2 with half 0's update "
+                "overlapped %.4f (%.3fx), its chain alone %.4f\n",
                 u8c1_2, u8c1_2 / t_lib, u8c1_2i, u8c1_1, u8c1_1 / t_lib, u8c1_1i, u4c2_2, u4c2_2 / t_lib, u4c2_2i, u4c1_2,
-                u4c1_2 / t_lib, u4c1_3, u8half, u8c1_4, u8c1_4 / t_lib);
+                u4c1_2 / t_lib, u4c1_3, u8half, u8c1_4, u8c1_4 / t_lib, ov, ov / t_lib, ovskip);
     std::printf("        late form variants (ms): l8c2 cf %.4f pf %.4f cf+pf %.4f, l8prep pf %.4f, l8 chain alone %.4f (cf %.4f); "
                 "regs 104/152: l8c2 %.4f, chain alone %.4f; l4c2 pf %.4f cf+pf %.4f, l4 chain alone %.4f\n",
                 v_cf, v_pf, v_cfpf, v_pfi, v_skip, v_skipcf, v_w, v_skipw, l4pf, l4cfpf, l4skip);

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_batch
@@ -116,7 +117,10 @@ struct FusedConfig {
 // i % kSlots), the state in registers, the outputs through out_tile.
 // kRegHalves (one consumer warpgroup): both halves' states in registers (S, S2; setmaxnreg 240), none
 // parked.
-template <int kConsumerWG, bool kIdle, int kRing, int kSlots = kRing, bool kRegHalves = false, bool kOneHalf = false>
+// kOverlap (with kRegHalves): half 0's update is not waited for; half 1's batch runs while it does (the
+// batch's wait retires both).
+template <int kConsumerWG, bool kIdle, int kRing, int kSlots = kRing, bool kRegHalves = false, bool kOneHalf = false,
+          bool kOverlap = false>
 __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::Stage* stages, uint64_t* full,
                                               uint64_t* empty, unsigned char* out_tile, float4* park_all, int cw) {
   using S_t = tile::Acc<128>;
@@ -163,7 +167,7 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
   auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   // One 64-row chain's step on chunk i, stage stg (the kernel's step: up to the update it is the
   // kernel's own step_batch).
-  auto step = [&](S_t& S, int half, typename L::Stage& stg, int i) {
+  auto step = [&](S_t& S, int half, typename L::Stage& stg, int i, auto wait_tag) {
     XO_t xo, uo;
     wgmma_recurrence_detail::step_batch<L>(S, t, stg, half, uo, xo);
     uint32_t ua[4];
@@ -182,21 +186,30 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
       }
       store_out_rows(o, out_tile, rp, span, hv, i, 16, 64 * half + 16 * wi, lane);
     }
-    ptx::wgmma_wait_group<0>();
-    S.fence_operand();
+    if constexpr (decltype(wait_tag)::value) {
+      ptx::wgmma_wait_group<0>();
+      S.fence_operand();
+    }
   };
+  using Wait = std::true_type;
   for (int i = 0; i < a.chunks; ++i) {
     const int s = i % kRing, slot = i % kSlots;
     auto& stg = stages[s];
     ptx::mbar_wait(&full[slot], (i / kSlots) & 1);
     if constexpr (!kIdle) {
       ptx::fence_proxy_async_shared();
-      step(S, half_of(0), stg, i);
+      if constexpr (kRegHalves && kOverlap) {
+        step(S, 0, stg, i, std::false_type{});
+        step(S2, 1, stg, i, Wait{});  // its batch's wait retires half 0's update too
+        S.fence_operand();
+      } else {
+        step(S, half_of(0), stg, i, Wait{});
+      }
       if constexpr (kRegHalves) {
-        if constexpr (!kOneHalf) step(S2, 1, stg, i);  // kOneHalf: timing only (half 1 not stepped)
+        if constexpr (!kOneHalf && !kOverlap) step(S2, 1, stg, i, Wait{});  // kOneHalf: timing only (half 1 not stepped)
       } else if constexpr (kHalves == 2) {
         swap_parked();
-        step(S, 1, stg, i);
+        step(S, 1, stg, i, Wait{});
         swap_parked();
       }
     }

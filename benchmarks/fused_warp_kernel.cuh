@@ -75,8 +75,9 @@ static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::sme
 // kUnroll4 / kUnroll2 / kUnroll1: the preparation's key loops unrolled 4 / 2 / 1 times instead of 8 (its code is ~60 KB
 // straight through; the eight-warp layouts stalled 27% on instruction fetch).
 inline constexpr int kConsumersFirst = 1, kPrefetchNext = 2, kSkipPrep = 4, kConsumerRegs152 = 8, kOneConsumer = 16,
-                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256, kUnroll4 = 512;  // kHalfChain: with
-// kOneConsumer, only half 0 stepped (timing only: what the chain's length costs)
+                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256, kUnroll4 = 512, kOverlapUpdate = 1024;  // kHalfChain: with
+// kOneConsumer, only half 0 stepped (timing only: what the chain's length costs); kOverlapUpdate: with
+// kOneConsumer, half 1's batch issued while half 0's update runs
 template <int kPW, int kFlags>
 inline constexpr int kFusedWarpThreads = 32 * kPW + ((kFlags & kOneConsumer) ? 128 : 256);
 template <bool kIdle, bool kDouble, int kPW = 4, bool kLate = false, int kFlags = 0>
@@ -194,8 +195,8 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
     return;
   }
   if constexpr (kSplitRegs) ptx::setmaxnreg_inc<kConsumerRegs>();
-  run_consumers<kCWG, kIdle, kRing, kSlots, kCWG == 1, (kFlags & kHalfChain) != 0>(a, st.stage, st.full, st.empty,
-                                                                                   st.out[warp - kPW], st.park, wg - kPrepWG);
+  run_consumers<kCWG, kIdle, kRing, kSlots, kCWG == 1, (kFlags & kHalfChain) != 0, (kFlags & kOverlapUpdate) != 0>(
+      a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park, wg - kPrepWG);
 }
 
 }  // namespace
