@@ -195,16 +195,41 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     }
   }
 
+  // The key steps 0..7 of a pass, step(ks, pofs, roff, cb) each: fully unrolled (kKeyUnroll 8, every
+  // argument a constant), in pairs with their row offsets selected from four registers (kKeyUnroll 2:
+  // a pair's two steps have (2 ks) % 8 = 4 h and 4 h + 2, h = pair % 2), else a loop over ks.
+  static_assert(ChunkRecord::kKrPanelBytes == 2048 && ChunkRecord::kWqPanelBytes == 2 * 2048, "panels of a box's size");
+  unsigned char* const in0 = &in[0][0];  // the six boxes, contiguous
+  auto for_key_steps = [&](auto&& step) {
+    if constexpr (kKeyUnroll == 8) {
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, off(ks), (2 * ks) & 7);
+    } else if constexpr (kKeyUnroll == 2) {
+      const uint32_t o0 = off(0), o1 = off(1), o2 = off(2), o3 = off(3);
+#pragma unroll 1
+      for (int j = 0; j < 4; ++j) {
+        const bool h = (j & 1) != 0;
+        const uint32_t pofs = (j >> 1) * 2048u;
+        step(2 * j, pofs, h ? o2 : o0, h ? 4 : 0);
+        step(2 * j + 1, pofs, h ? o3 : o1, h ? 6 : 2);
+      }
+    } else {
+#pragma unroll kKeyUnroll
+      for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, off(ks), (2 * ks) & 7);
+    }
+  };
+
   // ---- Elementwise pass by key steps; A and M accumulated ----------------------------------------
   float accA[2][4] = {}, mhh[2][4] = {}, mlo[2][4] = {};
   float* gamma = kTo == RecordTo::kLate ? park->gamma : reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
   uint8_t* kr_base = kTo == RecordTo::kLate ? park->kr : rec + ChunkRecord::kKrOffset;
-#pragma unroll kKeyUnroll  // 8 with dtbv, which is indexed by ks (unrolled by 4 it went to local memory)
-  for (int ks = 0; ks < 8; ++ks) {
+  // Key step ks, its boxes' rows at panel byte offset pofs = (ks / 4) * 2048 plus roff = off(ks), Kr's
+  // 16-byte column cb = (2 ks) % 8 (a rolled loop passes them precomputed: for_key_steps).
+  auto elem_step = [&](int ks, uint32_t pofs, uint32_t roff, int cb) {
     uint32_t Q[4], K[4], Gr[4];
-    unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
-    unsigned char* ka = in[kInK + (ks >> 2)] + off(ks);
-    unsigned char* ga = in[kInG + (ks >> 2)] + off(ks);
+    unsigned char* qa = in0 + kIn * 2048 + pofs + roff;
+    unsigned char* ka = in0 + kInK * 2048 + pofs + roff;
+    unsigned char* ga = in0 + kInG * 2048 + pofs + roff;
     ptx::ldmatrix_x4_trans(Q, qa);
     ptx::ldmatrix_x4_trans(K, ka);
     ptx::ldmatrix_x4_trans(Gr, ga);
@@ -289,14 +314,15 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     ptx::stmatrix_x4_trans(qa, kd_p);
     ptx::stmatrix_x4_trans(ka, qh_p);
     ptx::stmatrix_x4_trans(ga, ql_p);
-    // Kr to the record: (token grp (+8), keys 2 qid, +1) after a transpose, 4-byte stores.
+    // Kr to the record: (token grp (+8), keys 2 qid, +1) after a transpose, 4-byte stores (the Kr panel
+    // is a box's size: pofs).
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int row = g8 + 8 * (r & 1), c = 2 * ks + (r >> 1);
-      *reinterpret_cast<uint32_t*>(kr_base + (ks >> 2) * ChunkRecord::kKrPanelBytes + row * 128 +
-                                   (((c & 7) ^ (row & 7)) << 4) + 4 * qd) = mov_trans(kr_p[r]);
+      const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);  // c < 8: no wrap
+      *reinterpret_cast<uint32_t*>(kr_base + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd) = mov_trans(kr_p[r]);
     }
-  }
+  };
+  for_key_steps(elem_step);
 
   // ---- A to shared memory, T = (I + A)^-1 (lanes 0..15, column = lane), Tb = T·Diag(b) -----------
   constexpr int kSld = WarpSmem::kTld, kAld = WarpSmem::kAld;
@@ -384,11 +410,10 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   // ---- Wd = Tb·Kd, Qp = Qd − P·Kd, by key steps, over the Kd / Qd they read ------------------------
   uint32_t ident[4];
   identity_a(ident, lane);
-#pragma unroll kKeyUnroll
-  for (int ks = 0; ks < 8; ++ks) {
-    unsigned char* qa = in[kIn + (ks >> 2)] + off(ks);
-    unsigned char* ka = in[kInK + (ks >> 2)] + off(ks);
-    unsigned char* ga = in[kInG + (ks >> 2)] + off(ks);
+  auto wd_step = [&](int, uint32_t pofs, uint32_t roff, int) {
+    unsigned char* qa = in0 + kIn * 2048 + pofs + roff;
+    unsigned char* ka = in0 + kInK * 2048 + pofs + roff;
+    unsigned char* ga = in0 + kInG * 2048 + pofs + roff;
     uint32_t kdb[4], qhb[4], qlb[4];
     ptx::ldmatrix_x4_trans(kdb, qa);
     ptx::ldmatrix_x4_trans(qhb, ka);
@@ -409,7 +434,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       qp_o[2 * h + 1] = ptx::pack_bf16x2(c[2], c[3]);
     }
     if constexpr (kToStage) {
-      unsigned char* wq = rec + (ks >> 2) * ChunkRecord::kWqPanelBytes + off(ks);
+      unsigned char* wq = rec + 2 * pofs + roff;  // panel ks / 4 of [Wd; Qp]: 2 x 2048 bytes
       stmatrix_x4(wq, wd_o);
       stmatrix_x4(wq + 2048, qp_o);
     } else {
@@ -417,7 +442,8 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       stmatrix_x4(qa, wd_o);
       stmatrix_x4(ka, qp_o);
     }
-  }
+  };
+  for_key_steps(wd_step);
 
   // ---- Kr and Γ from the park into the stage (the same bytes) -----------------------------------
   if constexpr (kTo == RecordTo::kLate) {
