@@ -235,16 +235,27 @@ int main(int argc, char** argv) {
     using No = std::false_type;
     using F0 = integral_constant<int, 0>;
     using Yes = std::true_type;
+    // The late form (kLate) with W warps and flags F: checked and timed (busy), its preparation alone
+    // (idle consumers), or timed without a check (busy_timed: the chain-alone and timing-only flags).
+    auto late_busy = [&](const char* name, auto kW, auto kF) {
+      return run(name, [&] { launch_warp(Busy{}, No{}, kW, Yes{}, kF); }, false);
+    };
+    auto late_idle = [&](const char* name, auto kW, auto kF) {
+      return idle(name, [&] { launch_warp(Idle{}, No{}, kW, Yes{}, kF); });
+    };
+    auto late_busy_timed = [&](const char* name, auto kW, auto kF) {
+      return idle(name, [&] { launch_warp(Busy{}, No{}, kW, Yes{}, kF); });
+    };
     const double w4 = run("w4c2", [&] { launch_warp(Busy{}, No{}, W4{}, No{}, F0{}); }, false);
     const double wi = idle("wi", [&] { launch_warp(Idle{}, No{}, W4{}, No{}, F0{}); });
     const double d4 = run("d4c2", [&] { launch_warp(Busy{}, Yes{}, W4{}, No{}, F0{}); }, false);
     const double di = idle("di", [&] { launch_warp(Idle{}, Yes{}, W4{}, No{}, F0{}); });
     const double w8 = run("w8c2", [&] { launch_warp(Busy{}, No{}, W8{}, No{}, F0{}); }, false);
     const double w8i = idle("w8i", [&] { launch_warp(Idle{}, No{}, W8{}, No{}, F0{}); });
-    const double l4 = run("l4c2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F0{}); }, false);
-    const double l4i = idle("l4i", [&] { launch_warp(Idle{}, No{}, W4{}, Yes{}, F0{}); });
-    const double l8 = run("l8c2", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F0{}); }, false);
-    const double l8i = idle("l8i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F0{}); });
+    const double l4 = late_busy("l4c2", W4{}, F0{});
+    const double l4i = late_idle("l4i", W4{}, F0{});
+    const double l8 = late_busy("l8c2", W8{}, F0{});
+    const double l8i = late_idle("l8i", W8{}, F0{});
 
     // The late eight-warp form's variants (kFlags): consumers first (cf), next chunk prefetched into L2
     // (pf), both; the chain alone in this layout (skip: the warps only take stages and copy values).
@@ -253,46 +264,46 @@ int main(int argc, char** argv) {
     using F3 = integral_constant<int, kConsumersFirst | kPrefetchNext>;
     using F4 = integral_constant<int, kSkipPrep>;
     using F5 = integral_constant<int, kSkipPrep | kConsumersFirst>;
-    const double v_cf = run("l8c2cf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F1{}); }, false);
-    const double v_pf = run("l8c2pf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F2{}); }, false);
-    const double v_cfpf = run("l8c2cfpf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F3{}); }, false);
-    const double v_pfi = idle("v_pfi", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F2{}); });
-    const double v_skip = idle("v_skip", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F4{}); });
-    const double v_skipcf = idle("v_skipcf", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F5{}); });
+    const double v_cf = late_busy("l8c2cf", W8{}, F1{});
+    const double v_pf = late_busy("l8c2pf", W8{}, F2{});
+    const double v_cfpf = late_busy("l8c2cfpf", W8{}, F3{});
+    const double v_pfi = late_idle("v_pfi", W8{}, F2{});
+    const double v_skip = late_busy_timed("v_skip", W8{}, F4{});
+    const double v_skipcf = late_busy_timed("v_skipcf", W8{}, F5{});
     using F8 = integral_constant<int, kConsumerRegs152>;
     using F12 = integral_constant<int, kSkipPrep | kConsumerRegs152>;
-    const double v_w = run("l8c2w", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F8{}); }, false);
-    const double v_skipw = idle("v_skipw", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F12{}); });
+    const double v_w = late_busy("l8c2w", W8{}, F8{});
+    const double v_skipw = late_busy_timed("v_skipw", W8{}, F12{});
     using F16 = integral_constant<int, kOneConsumer>;
     using F20 = integral_constant<int, kOneConsumer | kSkipPrep>;
-    const double o8 = run("l8c1", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F16{}); }, false);
-    const double o8i = idle("o8i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F16{}); });
-    const double o8skip = idle("o8skip", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F20{}); });
-    const double o4 = run("l4c1", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F16{}); }, false);
-    const double o4skip = idle("o4skip", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F20{}); });
+    const double o8 = late_busy("l8c1", W8{}, F16{});
+    const double o8i = late_idle("o8i", W8{}, F16{});
+    const double o8skip = late_busy_timed("o8skip", W8{}, F20{});
+    const double o4 = late_busy("l4c1", W4{}, F16{});
+    const double o4skip = late_busy_timed("o4skip", W4{}, F20{});
     using F48 = integral_constant<int, kOneConsumer | kUnroll2>;
     using F80 = integral_constant<int, kOneConsumer | kUnroll1>;
     using F32 = integral_constant<int, kUnroll2>;
-    const double u8c1_2 = run("l8c1u2", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F48{}); }, false);
-    const double u8c1_2i = idle("u8c1_2i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F48{}); });
-    const double u8c1_1 = run("l8c1u1", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F80{}); }, false);
-    const double u8c1_1i = idle("u8c1_1i", [&] { launch_warp(Idle{}, No{}, W8{}, Yes{}, F80{}); });
-    const double u4c2_2 = run("l4c2u2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F32{}); }, false);
-    const double u4c2_2i = idle("u4c2_2i", [&] { launch_warp(Idle{}, No{}, W4{}, Yes{}, F32{}); });
-    const double u4c1_2 = run("l4c1u2", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F48{}); }, false);
+    const double u8c1_2 = late_busy("l8c1u2", W8{}, F48{});
+    const double u8c1_2i = late_idle("u8c1_2i", W8{}, F48{});
+    const double u8c1_1 = late_busy("l8c1u1", W8{}, F80{});
+    const double u8c1_1i = late_idle("u8c1_1i", W8{}, F80{});
+    const double u4c2_2 = late_busy("l4c2u2", W4{}, F32{});
+    const double u4c2_2i = late_idle("u4c2_2i", W4{}, F32{});
+    const double u4c1_2 = late_busy("l4c1u2", W4{}, F48{});
     using F176 = integral_constant<int, kOneConsumer | kUnroll2 | kThreeStages>;
     using F528 = integral_constant<int, kOneConsumer | kUnroll4>;
-    const double u8c1_4 = run("l8c1u4", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F528{}); }, false);
+    const double u8c1_4 = late_busy("l8c1u4", W8{}, F528{});
     using F1072 = integral_constant<int, kOneConsumer | kUnroll2 | kOverlapUpdate>;
     using F1044 = integral_constant<int, kOneConsumer | kSkipPrep | kOverlapUpdate>;
-    const double ov = run("l8c1u2ov", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F1072{}); }, false);
-    const double ovskip = idle("ovskip", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F1044{}); });
+    const double ov = late_busy("l8c1u2ov", W8{}, F1072{});
+    const double ovskip = late_busy_timed("ovskip", W8{}, F1044{});
     using F304 = integral_constant<int, kOneConsumer | kUnroll2 | kHalfChain>;
-    const double u8half = idle("u8half", [&] { launch_warp(Busy{}, No{}, W8{}, Yes{}, F304{}); });
-    const double u4c1_3 = run("l4c1u2s3", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F176{}); }, false);
-    const double l4pf = run("l4c2pf", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F2{}); }, false);
-    const double l4cfpf = run("l4c2cfpf", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F3{}); }, false);
-    const double l4skip = idle("l4skip", [&] { launch_warp(Busy{}, No{}, W4{}, Yes{}, F4{}); });
+    const double u8half = late_busy_timed("u8half", W8{}, F304{});
+    const double u4c1_3 = late_busy("l4c1u2s3", W4{}, F176{});
+    const double l4pf = late_busy("l4c2pf", W4{}, F2{});
+    const double l4cfpf = late_busy("l4c2cfpf", W4{}, F3{});
+    const double l4skip = late_busy_timed("l4skip", W4{}, F4{});
 
     std::printf("%-7d %-6d %10.4f %10.4f %10.4f %10.4f %10.4f %9.3f %9.4f %9.4f %9.4f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f %10.4f %9.3f %9.4f  %s\n", n,
                 H, t_lib, f12, f22, f21, f31, std::min(std::min(f12, f22), std::min(f21, f31)) / t_lib, i1, i2, i3, i4, w4,
