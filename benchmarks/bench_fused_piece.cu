@@ -18,13 +18,17 @@
 // names in the check column, or the timed variables of the idle and chain-alone runs; the others print 0).
 //
 // Checked against kda_fwd on the same inputs (one pass, context_split = 1): with prepare_chunk the
-// outputs must be bitwise equal (the same preparation and step arithmetic); with the warp preparation,
+// outputs must be bitwise equal (the same preparation and step arithmetic; this holds where kda_fwd
+// steps 128-row slices on wgmma, as with the default H = 132: with a few heads its plan takes narrower
+// slices on other instructions, and those layouts then report differences: use --warp-only there); with the warp preparation,
 // whose records differ from prepare_chunk's by bf16 roundings, within 3e-3 relative L2. The final states differ by about the
 // accuracy of a plain last update (2.2e-3 relative L2 on random inputs): the library's last update
 // carries U and Kr as hi + lo pairs (FLASH_KDA_FINAL_SPLIT), this one does not; required < 4e-3.
 // Timed against kda_fwd as CUDA-graph replays (medians), H = 132 heads (one CTA per SM) and several
 // sequence lengths: the per-SM work of a warm-up plan's pass with pieces of n chunks.
 // Usage: flash_kda_bench_fused_piece [--chunks n,n,...] [--heads H] [--warp-only] [--only layout,...]
+//        [--tail r] (T = 16 n - r: a partial last chunk; only the layouts that take one run: prepare_chunk's,
+//        l8c1u2p and l4c2u2p)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -47,11 +51,13 @@ int main(int argc, char** argv) {
   std::vector<int> chunk_counts = {3, 8, 13, 17, 33, 64};
   int H = 132;
   bool warp_only = false;  // only kda_fwd and the warp-preparation layouts
+  int tail = 0;            // --tail r: T = 16 n - r (the last chunk partial)
   std::string only;        // --only a,b,...: only these warp layouts (check names, or the idle timings' variables)
   auto selected = [&](const char* name) { return only.empty() || ("," + only + ",").find("," + std::string(name) + ",") != std::string::npos; };
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--heads" && i + 1 < argc) H = std::atoi(argv[++i]);
     if (std::string(argv[i]) == "--warp-only") warp_only = true;
+    if (std::string(argv[i]) == "--tail" && i + 1 < argc) tail = std::atoi(argv[++i]) & 15;
     if (std::string(argv[i]) == "--only" && i + 1 < argc) {
       only = argv[++i];
       warp_only = true;
@@ -74,7 +80,7 @@ int main(int argc, char** argv) {
               "p1c2", "p2c2", "p2c1", "p3c1", "best/x", "prep1", "prep2", "prep3", "prep4", "w4c2", "w4c2/x", "wprep", "d4c2", "d4c2/x", "dprep", "w8c2", "w8c2/x", "w8prep",
               "l4c2", "l4c2/x", "l4prep", "l8c2", "l8c2/x", "l8prep", "check (all times ms)");
   for (int n : chunk_counts) {
-    const int64_t T = 16 * n;
+    const int64_t T = 16 * n - tail;
     const size_t tok = static_cast<size_t>(T * H);
     uint16_t *q, *k, *v, *g, *beta, *out_ref, *out;
     float *h0, *ht_ref, *ht, *A_log, *dt_bias;
@@ -194,8 +200,14 @@ int main(int argc, char** argv) {
     // exact: outputs bitwise equal to kda_fwd's (prepare_chunk's records); otherwise (the warp
     // preparation, whose records differ from prepare_chunk's by roundings) a relative L2 difference of
     // the outputs below 3e-3, about one bf16 unit on a few percent of them.
+    // With a partial last chunk (--tail) only the layouts that take one: prepare_chunk's and the late
+    // form with kPartialChunks (names ending in "p").
+    auto takes_tail = [&](const char* name) {
+      const std::string nm(name);
+      return tail == 0 || nm[0] == 'p' || (nm.size() > 1 && nm.back() == 'p' && nm[0] == 'l');
+    };
     auto run = [&](const char* name, auto enqueue, bool exact = true) -> double {
-      if (!selected(name)) return 0.0;
+      if (!selected(name) || !takes_tail(name)) return 0.0;
       CUDA_OK(cudaMemset(out, 0xff, tok * D * 2));
       enqueue();
       CUDA_OK(cudaStreamSynchronize(stream));
@@ -220,7 +232,9 @@ int main(int argc, char** argv) {
       return graph_ms(stream, enqueue);
     };
     // A layout timed without its check (idle consumers, or the chain alone), when selected.
-    auto idle = [&](const char* name, auto enqueue) -> double { return selected(name) ? graph_ms(stream, enqueue) : 0.0; };
+    auto idle = [&](const char* name, auto enqueue) -> double {
+      return selected(name) && tail == 0 ? graph_ms(stream, enqueue) : 0.0;
+    };
     const double t_lib = graph_ms(stream, call);
     const double f12 = warp_only ? 0.0 : run("p1c2", [&] { launch(I1{}, I2{}, Busy{}); });
     const double f22 = warp_only ? 0.0 : run("p2c2", [&] { launch(I2{}, I2{}, Busy{}); });
@@ -298,6 +312,10 @@ int main(int argc, char** argv) {
     using F1044 = integral_constant<int, kOneConsumer | kSkipPrep | kOverlapUpdate>;
     const double ov = late_busy("l8c1u2ov", W8{}, F1072{});
     const double ovskip = late_busy_timed("ovskip", W8{}, F1044{});
+    using F2096 = integral_constant<int, kOneConsumer | kUnroll2 | kPartialChunks>;
+    using F2080 = integral_constant<int, kUnroll2 | kPartialChunks>;
+    const double u8p = late_busy("l8c1u2p", W8{}, F2096{});
+    const double u4p = late_busy("l4c2u2p", W4{}, F2080{});
     using F304 = integral_constant<int, kOneConsumer | kUnroll2 | kHalfChain>;
     const double u8half = late_busy_timed("u8half", W8{}, F304{});
     const double u4c1_3 = late_busy("l4c1u2s3", W4{}, F176{});
@@ -314,9 +332,11 @@ int main(int argc, char** argv) {
     std::printf("        key loops rolled (ms): l8c1 unroll 2 %.4f (%.3fx kda_fwd; prep alone %.4f), unroll 1 %.4f (%.3fx; %.4f); "
                 "l4c2 unroll 2 %.4f (%.3fx; %.4f); l4c1 unroll 2 %.4f (%.3fx), the same on 3 stages %.4f; "
                 "l8c1u2 stepping half 0 only %.4f; l8c1 unroll 4 %.4f (%.3fx); l8c1u2 with half 0's update "
-                "overlapped %.4f (%.3fx), its chain alone %.4f\n",
+                "overlapped %.4f (%.3fx), its chain alone %.4f; with partial chunks allowed: l8c1u2p %.4f (%.3fx), "
+                "l4c2u2p %.4f (%.3fx)\n",
                 u8c1_2, u8c1_2 / t_lib, u8c1_2i, u8c1_1, u8c1_1 / t_lib, u8c1_1i, u4c2_2, u4c2_2 / t_lib, u4c2_2i, u4c1_2,
-                u4c1_2 / t_lib, u4c1_3, u8half, u8c1_4, u8c1_4 / t_lib, ov, ov / t_lib, ovskip);
+                u4c1_2 / t_lib, u4c1_3, u8half, u8c1_4, u8c1_4 / t_lib, ov, ov / t_lib, ovskip, u8p, u8p / t_lib, u4p,
+                u4p / t_lib);
     std::printf("        late form variants (ms): l8c2 cf %.4f pf %.4f cf+pf %.4f, l8prep pf %.4f, l8 chain alone %.4f (cf %.4f); "
                 "regs 104/152: l8c2 %.4f, chain alone %.4f; l4c2 pf %.4f cf+pf %.4f, l4 chain alone %.4f\n",
                 v_cf, v_pf, v_cfpf, v_pfi, v_skip, v_skipcf, v_w, v_skipw, l4pf, l4cfpf, l4skip);

@@ -119,8 +119,10 @@ struct FusedConfig {
 // parked.
 // kOverlap (with kRegHalves): half 0's update is not waited for; half 1's batch runs while it does (the
 // batch's wait retires both).
+// kPartialOut: the sequence's last chunk may be partial (its output rows beyond T not stored); false:
+// whole chunks (T = 16 chunks).
 template <int kConsumerWG, bool kIdle, int kRing, int kSlots = kRing, bool kRegHalves = false, bool kOneHalf = false,
-          bool kOverlap = false>
+          bool kOverlap = false, bool kPartialOut = false>
 __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::Stage* stages, uint64_t* full,
                                               uint64_t* empty, unsigned char* out_tile, float4* park_all, int cw) {
   using S_t = tile::Acc<128>;
@@ -163,7 +165,7 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
   RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
   rp.out = a.out;
   rp.out_st = a.out_st;
-  const SequenceSpan span{0, 0, 16 * a.chunks, 0};
+  const SequenceSpan span{0, 0, kPartialOut ? a.pp.seq.T : 16 * a.chunks, 0};
   auto smem = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   // One 64-row chain's step on chunk i, stage stg (the kernel's step: up to the update it is the
   // kernel's own step_batch).
@@ -184,7 +186,7 @@ __device__ __forceinline__ void run_consumers(const FusedArgs& a, typename L::St
         o[0][e] = uo.v[8 + e] + xo.v[8 + e];
         o[1][e] = uo.v[12 + e] + xo.v[12 + e];
       }
-      store_out_rows(o, out_tile, rp, span, hv, i, 16, 64 * half + 16 * wi, lane);
+      store_out_rows(o, out_tile, rp, span, hv, i, kPartialOut ? min(16, span.len - 16 * i) : 16, 64 * half + 16 * wi, lane);
     }
     if constexpr (decltype(wait_tag)::value) {
       ptx::wgmma_wait_group<0>();
@@ -255,7 +257,7 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
       for (int m = 0; m < 2; ++m) {
         const int k = t + 128 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;
         const uint16_t* src = a.v + static_cast<int64_t>(c * 16 + j) * a.v_st.t + hv * a.v_st.h + 64 * w + 8 * q;
-        ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);
+        ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, c * 16 + j < a.pp.seq.T);
       }
       using Env = decltype(env_tag);
       Env env = env_tag;
@@ -280,7 +282,8 @@ __global__ void __launch_bounds__(FusedConfig<kPrepWG, kConsumerWG, kIdle>::kThr
     return;
   }
   if constexpr (C::kSetRegs) ptx::setmaxnreg_inc<C::kConsumerRegs>();
-  run_consumers<kConsumerWG, kIdle, kRing>(a, st.stage, st.full, st.empty, st.out[warp - 4 * kPrepWG], st.park, wg - kPrepWG);
+  run_consumers<kConsumerWG, kIdle, kRing, kRing, false, false, false, true>(a, st.stage, st.full, st.empty,
+                                                                            st.out[warp - 4 * kPrepWG], st.park, wg - kPrepWG);
 }
 
 }  // namespace

@@ -75,9 +75,12 @@ static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::sme
 // kUnroll4 / kUnroll2 / kUnroll1: the preparation's key loops unrolled 4 / 2 / 1 times instead of 8 (its code is ~60 KB
 // straight through; the eight-warp layouts stalled 27% on instruction fetch).
 inline constexpr int kConsumersFirst = 1, kPrefetchNext = 2, kSkipPrep = 4, kConsumerRegs152 = 8, kOneConsumer = 16,
-                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256, kUnroll4 = 512, kOverlapUpdate = 1024;  // kHalfChain: with
+                     kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256, kUnroll4 = 512, kOverlapUpdate = 1024,
+                     kPartialChunks = 2048;  // kHalfChain: with
 // kOneConsumer, only half 0 stepped (timing only: what the chain's length costs); kOverlapUpdate: with
-// kOneConsumer, half 1's batch issued while half 0's update runs
+// kOneConsumer, half 1's batch issued while half 0's update runs; kPartialChunks (late form): T need
+// not be a multiple of 16 (the preparation's masks for a partial last chunk, prep_warp_chunk's kPartial;
+// the other layouts take whole chunks only)
 template <int kPW, int kFlags>
 inline constexpr int kFusedWarpThreads = 32 * kPW + ((kFlags & kOneConsumer) ? 128 : 256);
 template <bool kIdle, bool kDouble, int kPW = 4, bool kLate = false, int kFlags = 0>
@@ -142,7 +145,8 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
       for (int c = warp; c < a.chunks; c += kPW, ++i) {
         const int s = c % kRing, slot = c % kSlots;
         constexpr bool kSkip = (kFlags & kSkipPrep) != 0;
-        if (!kSkip) bench_prep::prep_warp_issue(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
+        constexpr bool kPartial = (kFlags & kPartialChunks) != 0;
+        if (!kSkip) bench_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
         if ((kFlags & kPrefetchNext) && lane == 0 && c + kPW < a.chunks)
           bench_prep::prefetch_chunk_l2(a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
         auto acquire = [&]() -> uint8_t* {
@@ -160,7 +164,7 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
         if constexpr (kSkip)
           acquire();
         else
-          bench_prep::prep_warp_chunk<bench_prep::RecordTo::kLate, kKeyUnroll>(a.pp, ps.in, ps.A, ps.tb, &ps.bar, c, hv,
+          bench_prep::prep_warp_chunk<bench_prep::RecordTo::kLate, kKeyUnroll, kPartial>(a.pp, ps.in, ps.A, ps.tb, &ps.bar, c, hv,
                                                                                nullptr, i & 1, &ps, acquire, st.dtb);
         ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
         ptx::mbar_arrive(&st.full[slot]);
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
         for (int m = 0; m < 8; ++m) {  // the chunk's values: 256 16-byte pieces
           const int k = lane + 32 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;
           const uint16_t* src = a.v + static_cast<int64_t>(c * 16 + j) * a.v_st.t + hv * a.v_st.h + 64 * w + 8 * q;
-          ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);
+          ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, true);  // whole chunks
         }
         // The copies' completion arrives on the slot's barrier by itself (racecheck follows this; with
         // cp.async.wait_group and a plain arrival it reported the values' writes of consecutive uses).
@@ -195,8 +199,9 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
     return;
   }
   if constexpr (kSplitRegs) ptx::setmaxnreg_inc<kConsumerRegs>();
-  run_consumers<kCWG, kIdle, kRing, kSlots, kCWG == 1, (kFlags & kHalfChain) != 0, (kFlags & kOverlapUpdate) != 0>(
-      a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park, wg - kPrepWG);
+  run_consumers<kCWG, kIdle, kRing, kSlots, kCWG == 1, (kFlags & kHalfChain) != 0, (kFlags & kOverlapUpdate) != 0,
+                (kFlags & kPartialChunks) != 0>(a, st.stage, st.full, st.empty, st.out[warp - kPW], st.park,
+                                                wg - kPrepWG);
 }
 
 }  // namespace

@@ -25,8 +25,8 @@
 // prep_warp_host.h. Measured: docs/performance_notes.md, "The preparation by one warp per chunk" and
 // "The preparation taking its stage late".
 //
-// Limits (a measurement): bounded gate, bf16 q / k / g, q and k heads equal to value heads, whole
-// chunks (T a multiple of 16), fixed-length batches with dense [B, T, H, 128] strides, no chunk
+// Limits (a measurement): bounded gate, bf16 q / k / g, q and k heads equal to value heads,
+// fixed-length batches with dense [B, T, H, 128] strides (a partial last chunk allowed), no chunk
 // bounds, no Kr low part, no overflowing L2 norms (the rescale path is not here). The host checks
 // the shapes (bench_prep_warp.cu builds only such problems); nothing here validates them.
 #pragma once
@@ -74,13 +74,21 @@ __device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
   hi = __uint_as_float(w & 0xffff0000u);
 }
 
+// Chunks per sequence of the fixed-length batch (its last one partial when T is not a multiple of 16).
+// kPartial = false: T a multiple of 16 (the whole-chunk code, no masks).
+template <bool kPartial = false>
+__device__ __forceinline__ int chunks_per_seq(const sm90::PrepParams& p) {
+  return kPartial ? (p.seq.T + 15) / 16 : p.seq.T / 16;
+}
+
 // The tensor copies of chunk vc's q, k, g (head hv) into `in`, completing on `bar` (initialised by the
 // caller, one arrival). The boxes' previous contents were read through the generic proxy: that is
 // ordered before the copies here.
+template <bool kPartial = false>
 __device__ __forceinline__ void prep_warp_issue(unsigned char (&in)[6][2048], uint64_t* bar, const sm90::PrepParams& p,
                                                 const CUtensorMap* qmap, const CUtensorMap* kmap,
                                                 const CUtensorMap* gmap, int64_t vc, int hv) {
-  const int per = p.seq.T / 16;
+  const int per = chunks_per_seq<kPartial>(p);
   const int seq = static_cast<int>(vc / per), tok0 = static_cast<int>(vc % per) * 16;
   ptx::fence_proxy_async_shared();
   __syncwarp();
@@ -111,7 +119,7 @@ struct NoAcquire {
 // The same boxes brought into L2 only (one lane; no completion to wait for): cp.async.bulk.prefetch.tensor.
 __device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, const CUtensorMap* qmap,
                                                   const CUtensorMap* kmap, const CUtensorMap* gmap, int64_t vc, int hv) {
-  const int per = p.seq.T / 16;
+  const int per = chunks_per_seq(p);
   const int seq = static_cast<int>(vc / per), tok0 = static_cast<int>(vc % per) * 16;
   const CUtensorMap* maps[3] = {qmap, kmap, gmap};
 #pragma unroll
@@ -129,7 +137,7 @@ __device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, con
 // (its proxy fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
 // kKeyUnroll < 8 (the single pass: code size): the key loops unrolled that far, dt_bias of the head read
 // from `dt_s` (128 floats in shared memory, zeros without dt_bias) instead of registers.
-template <RecordTo kTo, int kKeyUnroll = 8, class Acquire = NoAcquire>
+template <RecordTo kTo, int kKeyUnroll = 8, bool kPartial = false, class Acquire = NoAcquire>
 __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsigned char (&in)[6][2048], float* A,
                                                 float* tb, uint64_t* bar, int64_t vc, int hv, uint8_t* rec,
                                                 uint32_t parity, WarpSmemLate* park = nullptr, Acquire acquire = {},
@@ -139,15 +147,18 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   using namespace sm90;
   using namespace sm90::prep_detail;
   const int lane = threadIdx.x & 31;
-  const int per = p.seq.T / 16;
+  const int per = chunks_per_seq<kPartial>(p);
   const int seq = static_cast<int>(vc / per), chunk = static_cast<int>(vc % per);
   const int tok0 = chunk * 16;
+  // Valid tokens of the chunk (design.md §2.4: rows L.. are padding with q̂ = k̂ = 0, a = 0, b = 0; the
+  // tensor copies fill them with zeros beyond T, and they are masked here as well).
+  const int L = kPartial ? min(16, p.seq.T - tok0) : 16;
   // While the boxes fly: the loads of beta, A_log and the lane's 16 dt_bias values (used after the
   // wait: a use before it stalls the warp on the load, 17% of the stall samples when dt_bias was read
   // in the key loop).
   const int g8 = ptx::Frag::grp(lane), qd = ptx::Frag::qid(lane);
-  uint32_t beta_bits = 0;  // lane < 16: token lane's beta (raw bits: converted after the wait)
-  if (lane < 16) {
+  uint32_t beta_bits = 0;  // lane < L: token lane's beta (raw bits: converted after the wait)
+  if (lane < L) {
     const int64_t off = seq * p.beta_st.b + static_cast<int64_t>(tok0 + lane) * p.beta_st.t + hv * p.beta_st.h;
     beta_bits = p.beta_is_f32 ? static_cast<const uint32_t*>(p.beta)[off] : static_cast<const uint16_t*>(p.beta)[off];
   }
@@ -165,6 +176,31 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   asm volatile("mov.b32 %0, %0;\n" : "+f"(a_log_raw));
   const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(a_log_raw) : 1.0f;
   const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
+  // b of token lane (lane < L; padding rows: b = 0): with partial chunks here, so that L dies early.
+  auto beta_of_lane = [&] {
+    return lane < L ? beta_activation(__uint_as_float(p.beta_is_f32 ? beta_bits : beta_bits << 16), p.beta_sigmoid != 0,
+                                      p.allow_neg_eigval != 0)
+                    : 0.0f;
+  };
+  float b_own = 0.0f;
+  if constexpr (kPartial) b_own = beta_of_lane();
+
+  // The lane's tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9 valid (padding rows: q̂ = k̂ = 0 by qinv = kinv =
+  // 0 below). Their gate: a partial chunk's padding rows of g become bf16 -inf in the g boxes, for which
+  // bounded_log2_decay gives exactly 0 (c2 / (1 + 2^inf)), so G stays constant after the last valid
+  // row without a select per element (a select cost the single pass 6-8%).
+  bool tok_valid[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) tok_valid[e] = !kPartial || 2 * qd + (e & 1) + 8 * (e >> 1) < L;
+  if constexpr (kPartial) {
+    if (L < 16) {  // warp-uniform; rows L..15 of both g boxes (a row is 8 whole 16-byte chunks: no swizzle)
+      for (int i = lane; i < 2 * (16 - L) * 8; i += 32) {
+        const int pn = i / ((16 - L) * 8), rem = i % ((16 - L) * 8), row = L + rem / 8, c16 = rem % 8;
+        *reinterpret_cast<uint4*>(in[kInG + pn] + row * 128 + 16 * c16) = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+      }
+      __syncwarp();
+    }
+  }
 
   // ---- L2 norms: diag(q·qᵀ), diag(k·kᵀ) on the tensor cores ------------------------------------
   float qinv[4], kinv[4];  // tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9
@@ -192,6 +228,9 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     for (int e = 0; e < 4; ++e) {
       qinv[e] = (p.qk_l2norm ? rsqrtf(qs[e] + 1e-6f) : 1.0f) * p.scale;
       kinv[e] = p.qk_l2norm ? rsqrtf(ks_[e] + 1e-6f) : 1.0f;
+      if constexpr (kPartial) {
+        if (!tok_valid[e]) qinv[e] = kinv[e] = 0.0f;
+      }
     }
   }
 
@@ -326,10 +365,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
 
   // ---- A to shared memory, T = (I + A)^-1 (lanes 0..15, column = lane), Tb = T·Diag(b) -----------
   constexpr int kSld = WarpSmem::kTld, kAld = WarpSmem::kAld;
-  const float b_own =  // lane < 16: b of token lane
-      lane < 16 ? beta_activation(__uint_as_float(p.beta_is_f32 ? beta_bits : beta_bits << 16), p.beta_sigmoid != 0,
-                                  p.allow_neg_eigval != 0)
-                : 0.0f;
+  if constexpr (!kPartial) b_own = beta_of_lane();
   const float b_row[2] = {__shfl_sync(0xffffffffu, b_own, g8), __shfl_sync(0xffffffffu, b_own, g8 + 8)};
   float* At = A;
 #pragma unroll
@@ -475,7 +511,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   }
 }
 
-template <int NW>
+template <int NW, bool kPartial = false>
 __global__ void __launch_bounds__(32 * NW) prep_warp_kernel(const __grid_constant__ CUtensorMap qmap,
                                                             const __grid_constant__ CUtensorMap kmap,
                                                             const __grid_constant__ CUtensorMap gmap,
@@ -494,8 +530,8 @@ __global__ void __launch_bounds__(32 * NW) prep_warp_kernel(const __grid_constan
     ptx::fence_barrier_init();
   }
   __syncwarp();
-  prep_warp_issue(s.in, &s.bar, p, &qmap, &kmap, &gmap, vc, hv);
-  prep_warp_chunk<RecordTo::kGlobal>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
+  prep_warp_issue<kPartial>(s.in, &s.bar, p, &qmap, &kmap, &gmap, vc, hv);
+  prep_warp_chunk<RecordTo::kGlobal, 8, kPartial>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
 }
 
 }  // namespace kda::bench_prep
