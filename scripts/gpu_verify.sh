@@ -15,7 +15,8 @@
 #   singlepass issue 10's measurement benchmarks: the wgmma chunk step with the recurrence kernel's
 #              parts added one at a time, the preparation by one warp per chunk against the library's
 #              (every record field compared), and the preparation inside the chain's CTA (checked
-#              against kda_fwd: bitwise with prepare_chunk, to 3e-3 with the warp preparation), each timed
+#              against kda_fwd: bitwise with prepare_chunk, to 3e-3 with the warp preparation; also with a
+#              partial last chunk), each timed
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
 #              details page and per-instruction SASS counters (source page, CSV) in the logs
@@ -196,7 +197,8 @@ stage_singlepass() {
   # parts added one at a time (flash_kda_bench_wgmma_step --variants), the preparation by one warp
   # per chunk against chunk_prep_kernel (flash_kda_bench_prep_warp: records compared, then timed,
   # also held to 4-24 resident warps per SM), and the preparation inside the chain's CTA
-  # (flash_kda_bench_fused_piece: checked against kda_fwd, then timed).
+  # (flash_kda_bench_fused_piece: checked against kda_fwd, then timed; again with a partial last
+  # chunk, --tail 5, for the layouts that take one).
   local rc=0
   timeout 120 "$BUILD/benchmarks/flash_kda_bench_wgmma_step" --variants >"$LOG/bench_wgmma_step.log" 2>&1 || rc=$((rc + 1))
   cat "$LOG/bench_wgmma_step.log"
@@ -205,7 +207,10 @@ stage_singlepass() {
   cat "$LOG/bench_prep_warp.log"
   timeout 180 "$BUILD/benchmarks/flash_kda_bench_fused_piece" >"$LOG/bench_fused_piece.log" 2>&1 || rc=$((rc + 1))
   cat "$LOG/bench_fused_piece.log"
-  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log"
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_fused_piece" --chunks 3,17,64 --tail 5 >"$LOG/bench_fused_piece_tail.log" 2>&1 ||
+    rc=$((rc + 1))
+  cat "$LOG/bench_fused_piece_tail.log"
+  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log, bench_fused_piece_tail.log"
 }
 
 stage_decode() {
