@@ -6,7 +6,8 @@
 // Check: per field (Wd, Qp, Kr as bf16; Tb and P as hi + lo; Γ), the relative L2 difference against the
 // library's record and the share of bit-identical elements; PASS when every field's relative L2 is
 // below 4e-3 (a few bf16 roundings: the two kernels sum the norms, the gate's cumulative sum and A, M
-// in different orders) and nothing is NaN or Inf.
+// in different orders) and nothing is NaN or Inf. T need not be a multiple of 16: the warp preparation's
+// partial-chunk kernel (kPartial) then runs, checked the same way (two such default cases).
 // --warps W (a list): the same timings with each kernel held to at most W resident warps per SM (its
 // dynamic shared memory raised until only that many fit): what either preparation achieves on the
 // part of an SM a single-pass kernel could give it beside its consumer warpgroups.

@@ -22,11 +22,13 @@
 namespace {
 
 // The warp preparation (benchmarks/prep_warp_kernel.cuh) inside the chain's CTA: kPW independent
-// preparation warps (one warpgroup of four, or two of eight) beside two consumer warpgroups; warp w
-// prepares chunks w, w + kPW, ..., its q, k, g by tensor copies into its own boxes, its record
-// straight into the chunk's ring stage, the values by cp.async. Four warps: 384 threads, every role
-// at most 168 registers, no setmaxnreg. kDouble: each warp has two sets of boxes and issues its next
-// chunk's copies before it computes the current one (4 stages instead of 8 then).
+// preparation warps (one warpgroup of four, or two of eight) beside one or two consumer warpgroups
+// (kFlags below); warp w prepares chunks w, w + kPW, ..., its q, k, g by tensor copies into its own
+// boxes, its record straight into the chunk's ring stage: holding the stage for the whole chunk, the
+// values by cp.async (kLate = false), or taking it once T and P exist, the values by two tensor copies
+// then (kLate). Four warps beside two consumer warpgroups: 384 threads, every role at most 168
+// registers, no setmaxnreg. kDouble (not with kLate): each warp has two sets of boxes and issues its
+// next chunk's copies before it computes the current one (4 stages instead of 8 then).
 constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
 
 template <bool kDouble, int kPW = 4, bool kLate = false, int kRingCap = 8>
@@ -60,27 +62,29 @@ static_assert(tile::smem_bytes<FusedWarpStorage<false>>() <= 232448 && tile::sme
                   tile::smem_bytes<FusedWarpStorage<false, 8, true>>() <= 232448,
               "the warp layouts fit in one SM's shared memory");
 
-// kPW = 8: two warpgroups of preparation warps (512 threads): setmaxnreg gives the preparation 112
-// registers and the consumers 136 (the consumers spill ~100 bytes; 112 / 144 spills in both roles).
-// kLate: RecordTo::kLate, the values by a tensor copy per warpgroup issued when the stage is taken.
-// kFlags (late form only), measurements: kConsumersFirst (the consumer warpgroups are warpgroups 0 and
-// 1, the preparation warps after them), kPrefetchNext (a warp brings its next chunk's q, k, g into L2
-// when it starts a chunk), kSkipPrep (the preparation warps only take each stage and copy its values:
-// the chain's time in this layout, on whatever the stage holds).
-// kConsumerRegs152: eight warps' setmaxnreg split 104 / 152 instead of 120 / 136 (the consumers without
-// their spill, the preparation with one).
-// kOneConsumer: one consumer warpgroup steps both 64-row halves, their states in registers
-// (run_consumers' kRegHalves; with eight warps setmaxnreg 136 / 232), so that the consumers keep their
-// batches unserialised (ptxas C7512 below about 168 registers) beside eight preparation warps.
-// kUnroll4 / kUnroll2 / kUnroll1: the preparation's key loops unrolled 4 / 2 / 1 times instead of 8 (its code is ~60 KB
-// straight through; the eight-warp layouts stalled 27% on instruction fetch).
+// kPW = 8: two warpgroups of preparation warps; setmaxnreg splits the registers: 120 / 136 beside two
+// consumer warpgroups (ptxas serialises the consumers' wgmma batch there, C7512), 136 / 232 beside one
+// (kOneConsumer).
+// kFlags (the late form only; measurements, docs/performance_notes.md "The preparation taking its stage
+// late"):
+//   kConsumersFirst   the consumer warpgroups are warpgroups 0 and 1, the preparation warps after them;
+//   kPrefetchNext     a warp brings its next chunk's q, k, g into L2 when it starts a chunk;
+//   kSkipPrep         the preparation warps only take each stage and copy its values (the chain's time
+//                     in this layout, on whatever the stage holds);
+//   kConsumerRegs152  eight warps' split 104 / 152 instead of 120 / 136;
+//   kOneConsumer      one consumer warpgroup steps both 64-row halves, both states in registers
+//                     (run_consumers' kRegHalves; 136 / 232 with eight warps, no C7512);
+//   kUnroll4 / kUnroll2 / kUnroll1  the preparation's key loops unrolled 4 / 2 / 1 times instead of 8 (its
+//                     straight code is ~60 KB; the eight-warp layouts stalled 27% on instruction fetch);
+//   kThreeStages      the ring held to 3 stages;
+//   kHalfChain        with kOneConsumer, only half 0 stepped (timing only: what the chain's length costs);
+//   kOverlapUpdate    with kOneConsumer, half 1's batch issued while half 0's update runs;
+//   kPartialChunks    T need not be a multiple of 16 (prep_warp_chunk's kPartial masks; run_consumers'
+//                     kPartialOut); the other layouts take whole chunks only.
 inline constexpr int kConsumersFirst = 1, kPrefetchNext = 2, kSkipPrep = 4, kConsumerRegs152 = 8, kOneConsumer = 16,
                      kUnroll2 = 32, kUnroll1 = 64, kThreeStages = 128, kHalfChain = 256, kUnroll4 = 512, kOverlapUpdate = 1024,
-                     kPartialChunks = 2048;  // kHalfChain: with
-// kOneConsumer, only half 0 stepped (timing only: what the chain's length costs); kOverlapUpdate: with
-// kOneConsumer, half 1's batch issued while half 0's update runs; kPartialChunks (late form): T need
-// not be a multiple of 16 (the preparation's masks for a partial last chunk, prep_warp_chunk's kPartial;
-// the other layouts take whole chunks only)
+                     kPartialChunks = 2048;
+// The block: kPW preparation warps and one (kOneConsumer) or two consumer warpgroups.
 template <int kPW, int kFlags>
 inline constexpr int kFusedWarpThreads = 32 * kPW + ((kFlags & kOneConsumer) ? 128 : 256);
 template <bool kIdle, bool kDouble, int kPW = 4, bool kLate = false, int kFlags = 0>
@@ -148,7 +152,7 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
         constexpr bool kPartial = (kFlags & kPartialChunks) != 0;
         if (!kSkip) bench_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
         if ((kFlags & kPrefetchNext) && lane == 0 && c + kPW < a.chunks)
-          bench_prep::prefetch_chunk_l2(a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
+          bench_prep::prefetch_chunk_l2<kPartial>(a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
         auto acquire = [&]() -> uint8_t* {
           if (c >= kRing) {  // the stage's previous chunk consumed
             const int prev = c - kRing;

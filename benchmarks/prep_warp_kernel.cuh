@@ -26,7 +26,7 @@
 // "The preparation taking its stage late".
 //
 // Limits (a measurement): bounded gate, bf16 q / k / g, q and k heads equal to value heads,
-// fixed-length batches with dense [B, T, H, 128] strides (a partial last chunk allowed), no chunk
+// fixed-length batches with dense [B, T, H, 128] strides (a partial last chunk with kPartial), no chunk
 // bounds, no Kr low part, no overflowing L2 norms (the rescale path is not here). The host checks
 // the shapes (bench_prep_warp.cu builds only such problems); nothing here validates them.
 #pragma once
@@ -74,11 +74,16 @@ __device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
   hi = __uint_as_float(w & 0xffff0000u);
 }
 
-// Chunks per sequence of the fixed-length batch (its last one partial when T is not a multiple of 16).
-// kPartial = false: T a multiple of 16 (the whole-chunk code, no masks).
+// Virtual chunk vc of the fixed-length batch: its sequence (the batch row) and first token. Chunks per
+// sequence: ceil(T / 16), the last one partial when T is not a multiple of 16; kPartial = false: T a
+// multiple of 16 (the whole-chunk code, no masks).
+struct ChunkCoords {
+  int seq, tok0;
+};
 template <bool kPartial = false>
-__device__ __forceinline__ int chunks_per_seq(const sm90::PrepParams& p) {
-  return kPartial ? (p.seq.T + 15) / 16 : p.seq.T / 16;
+__device__ __forceinline__ ChunkCoords chunk_coords(const sm90::PrepParams& p, int64_t vc) {
+  const int per = kPartial ? (p.seq.T + 15) / 16 : p.seq.T / 16;
+  return ChunkCoords{static_cast<int>(vc / per), static_cast<int>(vc % per) * 16};
 }
 
 // The tensor copies of chunk vc's q, k, g (head hv) into `in`, completing on `bar` (initialised by the
@@ -88,8 +93,7 @@ template <bool kPartial = false>
 __device__ __forceinline__ void prep_warp_issue(unsigned char (&in)[6][2048], uint64_t* bar, const sm90::PrepParams& p,
                                                 const CUtensorMap* qmap, const CUtensorMap* kmap,
                                                 const CUtensorMap* gmap, int64_t vc, int hv) {
-  const int per = chunks_per_seq<kPartial>(p);
-  const int seq = static_cast<int>(vc / per), tok0 = static_cast<int>(vc % per) * 16;
+  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
   ptx::fence_proxy_async_shared();
   __syncwarp();
   if ((threadIdx.x & 31) == 0) {
@@ -117,10 +121,10 @@ struct NoAcquire {
 };
 
 // The same boxes brought into L2 only (one lane; no completion to wait for): cp.async.bulk.prefetch.tensor.
+template <bool kPartial = false>
 __device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, const CUtensorMap* qmap,
                                                   const CUtensorMap* kmap, const CUtensorMap* gmap, int64_t vc, int hv) {
-  const int per = chunks_per_seq(p);
-  const int seq = static_cast<int>(vc / per), tok0 = static_cast<int>(vc % per) * 16;
+  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
   const CUtensorMap* maps[3] = {qmap, kmap, gmap};
 #pragma unroll
   for (int m = 0; m < 3; ++m)
@@ -131,7 +135,8 @@ __device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, con
                    : "memory");
 }
 
-// One chunk (virtual chunk vc of value head hv, whole chunks of fixed-length sequences) by one warp,
+// One chunk (virtual chunk vc of value head hv of a fixed-length batch; a partial last chunk only with
+// kPartial, whose padding rows are masked: design.md §2.4) by one warp,
 // its q, k, g arriving in `in` on `bar` with phase parity `parity` (prep_warp_issue), its record where
 // kTo says; into a stage (kStage, kLate) every store a shared one, and the caller publishes the stage
 // (its proxy fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
@@ -147,9 +152,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   using namespace sm90;
   using namespace sm90::prep_detail;
   const int lane = threadIdx.x & 31;
-  const int per = chunks_per_seq<kPartial>(p);
-  const int seq = static_cast<int>(vc / per), chunk = static_cast<int>(vc % per);
-  const int tok0 = chunk * 16;
+  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
   // Valid tokens of the chunk (design.md §2.4: rows L.. are padding with q̂ = k̂ = 0, a = 0, b = 0; the
   // tensor copies fill them with zeros beyond T, and they are masked here as well).
   const int L = kPartial ? min(16, p.seq.T - tok0) : 16;
