@@ -143,14 +143,14 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
     auto bar_of = [&](uint32_t i) -> uint64_t* {
       if constexpr (kDouble) return &ps.bar[i & 1]; else return &ps.bar;
     };
-    if (kDouble && warp < a.chunks) bench_prep::prep_warp_issue(in_of(0), bar_of(0), a.pp, &a.qmap, &a.kmap, &a.gmap, warp, hv);
+    if (kDouble && warp < a.chunks) bench_prep::prep_warp_issue(in_of(0), bar_of(0), a.pp, &a.qmap, &a.kmap, &a.gmap, warp, hv, hv);
     uint32_t i = 0;  // this warp's chunks so far
     if constexpr (kLate) {
       for (int c = warp; c < a.chunks; c += kPW, ++i) {
         const int s = c % kRing, slot = c % kSlots;
         constexpr bool kSkip = (kFlags & kSkipPrep) != 0;
         constexpr bool kPartial = (kFlags & kPartialChunks) != 0;
-        if (!kSkip) bench_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
+        if (!kSkip) bench_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv, hv);
         if ((kFlags & kPrefetchNext) && lane == 0 && c + kPW < a.chunks)
           bench_prep::prefetch_chunk_l2<kPartial>(a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
         auto acquire = [&]() -> uint8_t* {
@@ -177,9 +177,9 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
       for (int c = warp; c < a.chunks; c += kPW, ++i) {
         const int s = c % kRing, slot = c % kSlots;
         if constexpr (kDouble) {
-          if (c + kPW < a.chunks) bench_prep::prep_warp_issue(in_of(i + 1), bar_of(i + 1), a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
+          if (c + kPW < a.chunks) bench_prep::prep_warp_issue(in_of(i + 1), bar_of(i + 1), a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv, hv);
         } else {
-          bench_prep::prep_warp_issue(in_of(i), bar_of(i), a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv);
+          bench_prep::prep_warp_issue(in_of(i), bar_of(i), a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv, hv);
         }
         if (c >= kRing) {  // the stage's previous chunk consumed
           const int prev = c - kRing;

@@ -92,6 +92,12 @@ stage_tests() {
   FLASH_KDA_REQUIRE_PDL_OVERLAP=1 timeout 900 "$BUILD/tests/gpu/test_gpu" --gtest_output="xml:$LOG/test_gpu.xml" \
     >"$LOG/test_gpu.log" 2>&1 || rc=$((rc + 1))
   grep -E "^\[ (errors|check|pdl) \]|FAILED|PASSED|SKIPPED" "$LOG/test_gpu.log" | head -120
+  # The whole suite again with every problem the single pass takes forced onto it (gpu_harness.h:
+  # FLASH_KDA_TEST_SINGLE_PASS=always; the automatic choice takes it only with many (sequence, head) pairs).
+  FLASH_KDA_TEST_SINGLE_PASS=always timeout 900 "$BUILD/tests/gpu/test_gpu" --gtest_brief=1 \
+    >"$LOG/test_gpu_single_pass.log" 2>&1 || rc=$((rc + 1))
+  echo "test_gpu with FLASH_KDA_TEST_SINGLE_PASS=always:"
+  grep -E "FAILED|PASSED|SKIPPED" "$LOG/test_gpu_single_pass.log" | head -40
   # Concurrency (8 threads x 4 streams) in a process of its own: the library's first calls race too.
   timeout 600 "$BUILD/tests/gpu/test_gpu" --gtest_filter='GpuConcurrency.ThreadsAndStreams*' \
     >"$LOG/test_gpu_concurrency.log" 2>&1 || rc=$((rc + 1))
@@ -99,7 +105,7 @@ stage_tests() {
   # The README's main job: the demo on the GPU, checked against the float64 CPU recurrence.
   timeout 300 "$BUILD/benchmarks/flash_kda_demo" >"$LOG/demo.log" 2>&1 || rc=$((rc + 1))
   cat "$LOG/demo.log"
-  record tests $rc "logs: test_*.log, test_gpu.log, test_gpu.xml, demo.log"
+  record tests $rc "logs: test_*.log, test_gpu.log, test_gpu.xml, test_gpu_single_pass.log, demo.log"
 }
 
 stage_sanitizer() {
@@ -118,9 +124,11 @@ stage_sanitizer() {
   all="$all:Wgmma.*:Tma.*:Tile.*"  # the tile layer's PTX (wgmma, TMA, setmaxnreg, named barriers)
   all="$all:RingSync.*"            # the stage-ring hand-off probes
   all="$all:GpuStreamOrder.*:GpuSafety.PointerKinds"  # after an early-triggering caller kernel; pointer kinds
+  all="$all:GpuSinglePass.*"  # the single pass: shapes, options, the rescaled norms, in place
   local race="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:RingSync.EveryLaneReleases:RingSync.BulkCopyThen*"
   race="$race:GpuWarmup.MixedFallbackIsExactAndDeterministic:RingSync.RolesHandOver*"  # the warm-up's tail jobs (combine, pass 2) reuse the ring
   race="$race:GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic"
+  race="$race:GpuSinglePass.ShapesAgainstFloat64AndTheTwoKernels:GpuSinglePass.DeterministicAndInPlace"  # its ring, reused up to 64 times
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$race

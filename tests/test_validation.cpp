@@ -134,6 +134,17 @@ TEST_F(Validation, TrustedPointersIsAFlag) {
     EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << ok;
   }
 }
+TEST_F(Validation, SinglePassIsOneOfThree) {
+  for (int bad : {-1, 3}) {
+    p_.single_pass = bad;
+    ExpectInvalid({"single_pass: expected KDA_SINGLE_PASS_AUTO (0), KDA_SINGLE_PASS_NEVER (1) or KDA_SINGLE_PASS_ALWAYS (2)",
+                   bad < 0 ? "got -1" : "got 3"});
+  }
+  for (int ok : {KDA_SINGLE_PASS_AUTO, KDA_SINGLE_PASS_NEVER, KDA_SINGLE_PASS_ALWAYS}) {  // the CPU path ignores it
+    p_.single_pass = ok;
+    EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << ok;
+  }
+}
 TEST_F(Validation, LowerBoundBelowRange) { p_.lower_bound = -6.0f; ExpectInvalid({"lower_bound: expected a value in [-5, 0)", "got -6"}); }
 TEST_F(Validation, LowerBoundZero) { p_.lower_bound = 0.0f; ExpectInvalid({"lower_bound: expected a value in [-5, 0)", "got 0"}); }
 TEST_F(Validation, LowerBoundPositive) { p_.lower_bound = 0.5f; ExpectInvalid({"lower_bound:", "[-5, 0)", "got 0.5"}); }

@@ -96,6 +96,17 @@ typedef enum kda_context_method {
   KDA_CONTEXT_WARMUP = 2
 } kda_context_method;
 
+/* Whether kda_fwd runs the forward pass as one kernel (the single pass: preparation and recurrence in
+   one CTA per (sequence, head), no chunk records in the workspace) or as the preparation and the
+   recurrence (two kernels, sequence parallelism). */
+typedef enum kda_single_pass {
+  KDA_SINGLE_PASS_AUTO = 0,   /* the single pass where it takes the problem and is faster on this GPU */
+  KDA_SINGLE_PASS_NEVER = 1,  /* always the two kernels */
+  KDA_SINGLE_PASS_ALWAYS = 2  /* always the single pass; KDA_ERROR_UNSUPPORTED where it does not take
+                                 the problem (cu_seqlens, a gate other than BOUNDED, g not bf16, q, k,
+                                 g or v without a tensor map: see the message) */
+} kda_single_pass;
+
 typedef struct kda_fwd_params {
   uint32_t struct_size; /* sizeof(kda_fwd_params); kda_fwd_params_init sets it */
   kda_tensor q, k, v, g, beta;
@@ -138,6 +149,9 @@ typedef struct kda_fwd_params {
      the promise faults in the kernel instead of being reported. 0 (default): every pointer is
      checked first. Any other value is rejected. The CPU entry points ignore it. */
   int32_t trusted_pointers;
+  /* kda_single_pass (GPU kda_fwd only; kda_fwd_prepared and the CPU entry points ignore it). The
+     workspace size does not depend on it. */
+  int32_t single_pass;
 } kda_fwd_params;
 
 typedef enum kda_status_code {

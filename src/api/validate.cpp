@@ -223,6 +223,12 @@ kda_status validate(const kda_fwd_params* p, ValidateMode mode, Problem* out, bo
                       "context_method: expected KDA_CONTEXT_AUTO (0), KDA_CONTEXT_EXACT (1) or KDA_CONTEXT_WARMUP (2), "
                       "got %d",
                       static_cast<int>(p->context_method));
+  if (p->single_pass != KDA_SINGLE_PASS_AUTO && p->single_pass != KDA_SINGLE_PASS_NEVER &&
+      p->single_pass != KDA_SINGLE_PASS_ALWAYS)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "single_pass: expected KDA_SINGLE_PASS_AUTO (0), KDA_SINGLE_PASS_NEVER (1) or "
+                      "KDA_SINGLE_PASS_ALWAYS (2), got %d",
+                      static_cast<int>(p->single_pass));
   if (p->trusted_pointers != 0 && p->trusted_pointers != 1)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "trusted_pointers: expected 0 (check every pointer) or 1, got %d",
                       p->trusted_pointers);

@@ -349,14 +349,10 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
   return launch_recurrence_for(rp, ctas, reinterpret_cast<cudaStream_t>(stream), dependent);
 }
 
-kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle,
-                              uint8_t* kr_lo, int32_t* tail) {
-  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+PrepParams preparation_params(const Problem& pr) {
   const kda_fwd_params& a = *pr.params;
-  const SequenceLayout seq = make_sequence_layout(pr);
-  if (seq.num_vchunks == 0) return make_ok();
   PrepParams pp{};  // value-initialised: a field left unset is zero, never stale stack bytes
-  pp.seq = seq;
+  pp.seq = make_sequence_layout(pr);
   pp.q = static_cast<const uint16_t*>(a.q.data);
   pp.k = static_cast<const uint16_t*>(a.k.data);
   pp.g = a.g.data;
@@ -378,6 +374,16 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   pp.allow_neg_eigval = a.allow_neg_eigval != 0;
   pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
   pp.lower_bound = static_cast<float>(a.lower_bound);
+  return pp;
+}
+
+kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle,
+                              uint8_t* kr_lo, int32_t* tail) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+  const kda_fwd_params& a = *pr.params;
+  PrepParams pp = preparation_params(pr);
+  const SequenceLayout& seq = pp.seq;
+  if (seq.num_vchunks == 0) return make_ok();
   pp.records = static_cast<uint8_t*>(workspace);
   pp.chunk_bounds = chunk_bounds;
   pp.kr_lo = kr_lo;
@@ -411,6 +417,11 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
 
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
+  if (!prepared) {  // the single pass, where it is chosen and takes the problem (single_pass_sm90.cu)
+    bool launched = false;
+    KDA_RETURN_IF_ERROR(maybe_single_pass(pr, plan, stream_handle, &launched));
+    if (launched) return make_ok();
+  }
   const WorkspaceLayout ws = workspace_layout(pr, plan, prepared);
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;

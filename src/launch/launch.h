@@ -46,6 +46,20 @@ float* preparation_bounds(const Problem& problem, void* workspace);
 // Where the preparation's Kr low parts are (null when the build does not split the final update).
 uint8_t* preparation_kr_lo(const Problem& problem, void* workspace);
 SequenceLayout make_sequence_layout(const Problem& problem);
+// The preparation's parameters from the call's tensors and options (records, chunk bounds, kr_lo and
+// the tail's counters left null).
+PrepParams preparation_params(const Problem& problem);
 kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_stream_t stream, bool dependent);
+
+// ---- The single pass (single_pass_sm90.cu; docs/design.md §3.5) ----
+
+// Why the single pass cannot take `problem` (a phrase naming the input), or null when it can, as far as
+// shapes, dtypes and options tell (the tensor maps of q, k, g and v may still be refused).
+const char* single_pass_limit(const Problem& problem);
+// Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO the
+// plan: no sequence parallelism, and enough (sequence, head) pairs to fill the GPU), and if so its launch:
+// *launched tells whether it was launched. KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an
+// error naming the reason, before anything is launched.
+kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, kda_stream_t stream, bool* launched);
 
 }  // namespace kda::sm90

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -84,8 +85,36 @@ DeviceProblem::DeviceProblem(const kda_fwd_params& host) : host_(host), dev_(hos
     check(cudaMemcpy(ptr, h->data, tensor_extent(*h) * dtype_bytes(h->dtype), cudaMemcpyHostToDevice), "upload");
     d->data = ptr;
   }
+  if (dev_.single_pass == KDA_SINGLE_PASS_AUTO) dev_.single_pass = test_single_pass_mode(dev_);
   if (kda_fwd_workspace_size(&dev_, &workspace_bytes_).code == KDA_OK && workspace_bytes_ > 0)
     check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc workspace");
+}
+
+int32_t test_single_pass_mode(const kda_fwd_params& p) {
+  static const char* env = std::getenv("FLASH_KDA_TEST_SINGLE_PASS");
+  static const int32_t mode = env == nullptr                       ? KDA_SINGLE_PASS_AUTO
+                              : std::strcmp(env, "always") == 0 ? KDA_SINGLE_PASS_ALWAYS
+                              : std::strcmp(env, "never") == 0  ? KDA_SINGLE_PASS_NEVER
+                                                                 : -1;
+  if (mode < 0) {
+    std::fprintf(stderr, "FLASH_KDA_TEST_SINGLE_PASS: expected always or never, got %s\n", env);
+    std::abort();
+  }
+  if (mode != KDA_SINGLE_PASS_ALWAYS) return mode;
+  // What the public header says the single pass takes: no cu_seqlens, the bounded gate, g in bf16, and
+  // q, k, g, v that a tensor map describes (innermost dimension contiguous, the other strides positive
+  // multiples of 8 elements where the dimension has more than one element; device buffers aligned).
+  auto mappable = [](const kda_tensor& t) {
+    if (t.ndim != 4 || t.stride[3] != 1) return false;
+    for (int d = 0; d < 3; ++d)
+      if (t.shape[d] > 1 && (t.stride[d] <= 0 || t.stride[d] % 8 != 0)) return false;
+    return true;
+  };
+  // Tests that choose a sequence-parallel plan are about the two kernels: left as they are.
+  if (p.context_split != 0 || p.context_method != KDA_CONTEXT_AUTO || p.context_warmup_chunks != 0) return KDA_SINGLE_PASS_AUTO;
+  const bool takes = p.cu_seqlens.data == nullptr && p.gate == KDA_GATE_BOUNDED && p.g.dtype == KDA_DTYPE_BF16 &&
+                     mappable(p.q) && mappable(p.k) && mappable(p.g) && mappable(p.v);
+  return takes ? KDA_SINGLE_PASS_ALWAYS : KDA_SINGLE_PASS_AUTO;
 }
 
 DeviceProblem::~DeviceProblem() {

@@ -51,6 +51,12 @@ class DeviceProblem {
   size_t workspace_bytes_ = 0;
 };
 
+// The kda_fwd_params.single_pass a DeviceProblem gives a call whose params leave it at
+// KDA_SINGLE_PASS_AUTO: the environment's FLASH_KDA_TEST_SINGLE_PASS=always runs every problem the
+// single pass takes (by the public header's rules) with KDA_SINGLE_PASS_ALWAYS, so that the whole GPU
+// suite runs on it (scripts/gpu_verify.sh runs the suite both ways); =never, the two kernels.
+int32_t test_single_pass_mode(const kda_fwd_params& p);
+
 // One kda_fwd call on `dp` captured into a CUDA graph on a stream of its own (destroyed with it).
 // error(): the CUDA step of the capture that failed, empty when the graph is ready; status(): the
 // captured call's own status. replay(n): n graph launches, then a synchronisation of the stream.

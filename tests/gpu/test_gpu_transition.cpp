@@ -323,7 +323,11 @@ TEST(GpuTransition, PreparedForwardEqualsForwardBitwise) {
                {"warm-up plan falling back, T=2048 H=4", fallback}};
   for (const auto& c : cases) {
     RandomProblem a = make_random_problem(c.spec), b = a;
-    ASSERT_EQ(run_on_gpu(a.params()).code, KDA_OK) << c.name;
+    // kda_fwd on the two kernels, which kda_fwd_prepared's recurrence is (the single pass, which the
+    // 96-head case would take, agrees with them to rounding, not bitwise).
+    kda_fwd_params pa = a.params();
+    pa.single_pass = KDA_SINGLE_PASS_NEVER;
+    ASSERT_EQ(run_on_gpu(pa).code, KDA_OK) << c.name;
     DeviceProblem dp(b.params());
     kda_tensor none;
     std::memset(&none, 0, sizeof(none));

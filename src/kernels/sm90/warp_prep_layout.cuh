@@ -1,8 +1,8 @@
-// The warp preparation's shared memory (benchmarks/prep_warp_kernel.cuh): one warp's storage in its
+// The warp preparation's shared memory (warp_prep.cuh): one warp's storage in its
 // three forms (WarpSmem: the boxes and float tiles, 15 KB; WarpSmemLate: with Kr and Γ parked, 19 KB;
 // WarpSmem2: two sets of boxes, 27 KB) and the boxes' layout, the tensor copies' 16 x 64 tiles with
-// the 128B swizzle, checked at compile time to be the chunk record's panel layout. Not a part of the
-// library: a measurement (docs/performance_notes.md, "The preparation by one warp per chunk").
+// the 128B swizzle, checked at compile time to be the chunk record's panel layout. The single pass
+// uses WarpSmemLate; the other two serve the benchmarks' layouts (benchmarks/fused_warp_kernel.cuh).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/tile/swizzle.h"
 
-namespace kda::bench_prep {
+namespace kda::sm90::warp_prep {
 
 using sm90::ChunkRecord;
 
@@ -91,4 +91,4 @@ struct WarpSmem2 {
 };
 static_assert(sizeof(WarpSmem2) == 27 * 1024, "27 KB per warp");
 
-}  // namespace kda::bench_prep
+}  // namespace kda::sm90::warp_prep

@@ -1,0 +1,240 @@
+// single_pass_kernel: the forward pass in one launch and without the chunk record in global memory
+// (issue 10; docs/design.md §3.5). One CTA per (sequence, value head) of a fixed-length batch:
+//
+//   eight preparation warps   warp w prepares chunks w, w + 8, ... (warp_prep.cuh, RecordTo::kLate):
+//                             q, k, g by tensor copies into its own boxes, the chunk's §2.1 quantities
+//                             computed there, and only once T and P exist it takes the chunk's ring
+//                             stage (waiting for the stage's previous chunk to be consumed), starts the
+//                             values' two tensor copies into it and writes the stage's record part
+//                             ([Wd; Qp], Kr, [Tb; P] hi / lo, Γ) in the layout wgmma reads (wgmma_stage.h);
+//   one consumer warpgroup    both 64-row halves of the state in wgmma accumulators (two Acc<128>),
+//                             each chunk's step of chunk_recurrence_wgmma_kernel.cuh on both halves
+//                             (step_batch, then S += bf16(U)·Kr), the outputs stored per warp.
+//
+// The ring: 3 stages (the eight warps' 19 KB each leave room for three), chunk c in stage c % 3,
+// handed over on barrier slot c % 24 (full: the preparing warp's 32 lanes plus lane 0's expected
+// bytes of the values; empty: the 128 consumer threads), so that a warp waiting for its stage's
+// previous chunk is never two phases behind on a barrier. setmaxnreg 136 (preparation) / 232
+// (consumers): two consumer warpgroups beside the eight warps would get too few registers for
+// ptxas to keep a step's wgmma batch unserialised (its note C7512; docs/performance_notes.md, "The
+// preparation taking its stage late").
+//
+// A sequence's last update, when the call stores final states, carries U and Kr as hi + lo pairs
+// (as the two-kernel path's, RecurrenceParams::kr_lo): the warp preparing the last chunk writes Kr's
+// low part into `kr_lo` of the shared storage.
+//
+// Limits (the launcher checks them, single_pass_sm90.cu): fixed-length batches (no cu_seqlens), the
+// bounded gate with g in bf16, q, k, g and v that tensor maps describe. kPartial: T not a multiple of
+// 16 (the last chunk's padding rows masked as design.md §2.4 says; 3-5% slower, so a separate
+// instance).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_batch
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/recurrence_task.cuh"                // store_out_rows
+#include "src/kernels/sm90/warp_prep.cuh"
+#include "src/kernels/sm90/wgmma_stage.h"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/grid_dependency.cuh"
+#include "src/ptx/register_budget.h"
+#include "src/ptx/tma.cuh"
+#include "src/ptx/warpgroup.cuh"
+#include "src/ptx/wgmma.cuh"
+#include "src/tile/fragments.cuh"
+#include "src/tile/operand.h"
+#include "src/tile/smem_layout.h"
+
+namespace kda::sm90 {
+
+struct SinglePassLayout {
+  using L = WgmmaRecurrenceLayout<2>;  // the stage: the record's tiles, then two 16 x 64 value tiles
+  static constexpr int kPrepWarps = 8;
+  static constexpr int kThreads = 32 * kPrepWarps + 128;
+  static constexpr int kPrepRegs = 136, kConsumerRegs = 232;
+  static constexpr int kRing = 3;
+  static constexpr int kSlots = 24;  // lcm(kPrepWarps, kRing)
+  static_assert(kSlots % kPrepWarps == 0 && kSlots % kRing == 0, "slots: a multiple of the warps and the stages");
+  struct Storage {
+    typename L::Stage stage[kRing];
+    warp_prep::WarpSmemLate prep[kPrepWarps];
+    tile::TileBuffer<typename L::KrTile> kr_lo;  // Kr's low part of the sequence's last chunk
+    float dtb[128];                              // the head's dt_bias (zeros without)
+    alignas(16) unsigned char out[4][512];       // per consumer warp: its 16 x 16 output tile
+    alignas(8) uint64_t full[kSlots];
+    uint64_t empty[kSlots];
+  };
+  static_assert(tile::smem_bytes<Storage>() <= 232448, "fits in one SM's shared memory");
+  static_assert(ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kPrepRegs, kConsumerRegs}),
+                "the setmaxnreg split fits in the registers the CTA is launched with");
+};
+
+template <bool kPartial>
+__global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
+    single_pass_kernel(const __grid_constant__ SinglePassParams p, const __grid_constant__ CUtensorMap qmap,
+                       const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap gmap,
+                       const __grid_constant__ CUtensorMap vmap) {
+  using Lay = SinglePassLayout;
+  using L = Lay::L;
+  using S_t = tile::Acc<128>;
+  using XO_t = tile::Acc<32>;
+  constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
+  extern __shared__ unsigned char smem_raw[];
+  Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
+  const int seq = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.HV));
+  const int hv = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.HV));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int chunks = p.chunks;
+  const bool final_split = kFinalSplit && p.final_state != nullptr && chunks > 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) {
+      ptx::mbar_init(&st.full[s], 33);   // the preparing warp's lanes, and lane 0's expected value bytes
+      ptx::mbar_init(&st.empty[s], 128);  // every consumer thread
+    }
+    ptx::fence_barrier_init();
+  }
+  if (warp < Lay::kPrepWarps && lane == 0) {
+    ptx::mbar_init(&st.prep[warp].bar, 1);
+    ptx::fence_barrier_init();
+  }
+  // Nothing of the inputs is read before the caller's previous kernel is done (a programmatic
+  // dependent launch); a dependent of this kernel waits for all of it in turn.
+  ptx::wait_primary();
+  ptx::launch_dependents();
+  if (threadIdx.x < 128) st.dtb[threadIdx.x] = p.pp.dt_bias != nullptr ? p.pp.dt_bias[hv * 128 + threadIdx.x] : 0.0f;
+  __syncthreads();
+
+  if (warp < Lay::kPrepWarps) {
+    // ---- Preparation warps ------------------------------------------------------------------------
+    ptx::setmaxnreg_dec<Lay::kPrepRegs>();
+    auto& ps = st.prep[warp];
+    const int hq = hv / p.pp.group;
+    uint32_t i = 0;  // this warp's chunks so far
+    for (int c = warp; c < chunks; c += Lay::kPrepWarps, ++i) {
+      const int64_t vc = static_cast<int64_t>(seq) * chunks + c;
+      warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, vc, hv, hq);
+      auto acquire = [&]() -> uint8_t* {
+        const int s = c % kRing, slot = c % kSlots;
+        if (c >= kRing) {  // the stage's previous chunk consumed
+          const int prev = c - kRing;
+          ptx::mbar_wait(&st.empty[prev % kSlots], (prev / kSlots) & 1);
+        }
+        if (lane == 0) {  // the chunk's values: one 16 x 64 box per half (rows beyond T: zeros)
+          ptx::mbar_arrive_expect_tx(&st.full[slot], 2 * L::VtTile::kBytes);
+          ptx::tma_load_4d(st.stage[s].vt[0].bytes, &vmap, 0, hv, 16 * c, seq, &st.full[slot]);
+          ptx::tma_load_4d(st.stage[s].vt[1].bytes, &vmap, 64, hv, 16 * c, seq, &st.full[slot]);
+        }
+        return reinterpret_cast<uint8_t*>(&st.stage[s]);
+      };
+      uint8_t* kr_lo = final_split && c == chunks - 1 ? st.kr_lo.bytes : nullptr;
+      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, vc, hv,
+                                                                           nullptr, i & 1, &ps, acquire, st.dtb, kr_lo);
+      ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
+      ptx::mbar_arrive(&st.full[c % kSlots]);
+    }
+    return;
+  }
+
+  // ---- The consumer warpgroup: value rows 0..63 in S, 64..127 in S2 ----------------------------------
+  ptx::setmaxnreg_inc<Lay::kConsumerRegs>();
+  const int t = threadIdx.x & 127, wi = t >> 5;
+  const int64_t unit = blockIdx.x;
+  S_t S, S2;
+  auto load_state = [&](S_t& Sh, int row0) {
+#pragma unroll
+    for (int e = 0; e < S_t::kCount; e += 2) {
+      const int64_t idx = (unit * 128 + row0 + S_t::row(t, e)) * 128 + S_t::col(t, e);
+      if (p.initial_state == nullptr) {
+        Sh.v[e] = Sh.v[e + 1] = 0.0f;
+      } else if (p.initial_is_f32) {
+        const float2 x = *reinterpret_cast<const float2*>(static_cast<const float*>(p.initial_state) + idx);
+        Sh.v[e] = x.x;
+        Sh.v[e + 1] = x.y;
+      } else {
+        const __nv_bfloat162 x =
+            *reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(p.initial_state) + idx);
+        Sh.v[e] = __low2float(x);
+        Sh.v[e + 1] = __high2float(x);
+      }
+    }
+  };
+  load_state(S, 0);
+  load_state(S2, 64);
+  RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
+  rp.out = p.out;
+  rp.out_st = p.out_st;
+  const SequenceSpan span{seq, 0, p.pp.seq.T, 0};
+  unsigned char* out_tile = st.out[wi];
+  auto smem = [](const void* x) { return static_cast<uint32_t>(__cvta_generic_to_shared(x)); };
+  // One 64-row half's step on chunk i (stage stg): chunk_recurrence_wgmma_kernel's step; kFinal: the
+  // last update with U and Kr as hi + lo pairs (U_lo·Kr + U·Kr_lo + U·Kr).
+  auto step = [&](S_t& Sh, int half, typename L::Stage& stg, int i, auto kFinal) {
+    XO_t xo, uo;
+    wgmma_recurrence_detail::step_batch<L>(Sh, t, stg, half, uo, xo);
+    uint32_t ua[4];
+    const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(stg.kr.bytes));
+    if constexpr (decltype(kFinal)::value) {
+      uint32_t ul[4];
+      uo.to_a_split(0, ua, ul);
+      const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(st.kr_lo.bytes));
+      Sh.fence_operand();
+      ptx::wgmma_fence();
+      Sh.mma_rs<1>(ul, d_kr, true);  // the small terms first
+      Sh.mma_rs<1>(ua, d_kr_lo, true);
+      Sh.mma_rs<1>(ua, d_kr, true);
+    } else {
+      uo.to_a(0, ua);
+      Sh.fence_operand();
+      ptx::wgmma_fence();
+      Sh.mma_rs<1>(ua, d_kr, true);
+    }
+    ptx::wgmma_commit_group();
+    {  // O = O0 + Oin, this warp's 16 rows
+      float o[2][4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        o[0][e] = uo.v[8 + e] + xo.v[8 + e];
+        o[1][e] = uo.v[12 + e] + xo.v[12 + e];
+      }
+      store_out_rows(o, out_tile, rp, span, hv, i, kPartial ? min(16, span.len - 16 * i) : 16, 64 * half + 16 * wi, lane);
+    }
+    ptx::wgmma_wait_group<0>();
+    Sh.fence_operand();
+  };
+  auto chunk = [&](int i, auto kFinal) {
+    const int s = i % kRing, slot = i % kSlots;
+    auto& stg = st.stage[s];
+    ptx::mbar_wait(&st.full[slot], (i / kSlots) & 1);
+    ptx::fence_proxy_async_shared();  // the stage's record part came through the generic proxy
+    step(S, 0, stg, i, kFinal);
+    step(S2, 1, stg, i, kFinal);
+    ptx::mbar_arrive(&st.empty[slot]);
+  };
+  const int plain = final_split ? chunks - 1 : chunks;
+  for (int i = 0; i < plain; ++i) chunk(i, std::false_type{});
+  if (final_split) chunk(chunks - 1, std::true_type{});
+
+  if (p.final_state != nullptr) {
+    auto store_state = [&](const S_t& Sh, int row0) {
+#pragma unroll
+      for (int e = 0; e < S_t::kCount; e += 2) {
+        const int64_t idx = (unit * 128 + row0 + S_t::row(t, e)) * 128 + S_t::col(t, e);
+        if (p.final_is_f32)
+          *reinterpret_cast<float2*>(static_cast<float*>(p.final_state) + idx) = make_float2(Sh.v[e], Sh.v[e + 1]);
+        else
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.final_state) + idx) =
+              __floats2bfloat162_rn(Sh.v[e], Sh.v[e + 1]);
+      }
+    };
+    store_state(S, 0);
+    store_state(S2, 64);
+  }
+}
+
+}  // namespace kda::sm90

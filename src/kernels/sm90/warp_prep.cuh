@@ -1,0 +1,586 @@
+// The warp preparation: the single pass's (single_pass_kernel.cuh; docs/design.md §3.5). It computes
+// the chunk record of chunk_prep_kernel (chunk_record.cuh) for the bounded gate, one warp per 16-token
+// chunk and nothing shared between warps, with what lives in a lane changed rather than the same
+// 16 x 128 chunk re-divided (docs/design.md §6):
+//
+// - q, k, g arrive by tensor copies (one lane issues six 16 x 64 boxes, 128B swizzle, on one mbarrier):
+//   no per-thread address arithmetic, no load registers;
+// - the L2 norms come from the diagonal of q·qᵀ and k·kᵀ on the tensor cores (the A fragment of a
+//   16 x 16 tile is also the B fragment of its transpose), before the elementwise pass;
+// - the elementwise pass reads its operands with ldmatrix.trans, so that a lane holds tokens
+//   (2·qid, 2·qid + 1) and (+8) of one key column per register: the gate's cumulative sum over the 16
+//   tokens is in-lane plus a scan over the four lanes of a quad, and the packed Kd, Qd pairs are already
+//   the B fragments of Wd = Tb·Kd and Qp = Qd − P·Kd (k = token);
+// - A = Kd·Kiᵀ and M = Qd·Kiᵀ (k = key) take their fragments from the same registers by movmatrix.trans,
+//   accumulated key step by key step: no operand tile in shared memory;
+// - Kd and Qd (hi, lo) wait for T in the q, k, g boxes' own bytes (stmatrix.trans to the addresses
+//   ldmatrix.trans read them from), and Wd, Qp are written over them in the record's panel layout (the
+//   boxes' 128B swizzle is the record's), so that bulk copies write them; Kr, Tb / P and Γ by 4-byte
+//   stores.
+//
+// Parts: prep_warp_issue (the tensor copies of a chunk into a warp's boxes) and prep_warp_chunk (the
+// rest: its record to global memory, or into a ring stage taken at the chunk's start or late, as the
+// single pass does; benchmarks/prep_warp_kernel.cuh runs it as a kernel of its own and
+// benchmarks/fused_warp_kernel.cuh in the layouts measured before the single pass). The warp's shared
+// memory and the boxes' layout: warp_prep_layout.cuh. Measured: docs/performance_notes.md, "The
+// preparation by one warp per chunk" and "The preparation taking its stage late".
+//
+// Limits (the single pass's launcher checks them): bounded gate, bf16 q / k / g, fixed-length batches
+// whose q, k, g tensor maps the caller made (boxes of 64 columns x 1 head x 16 tokens x 1 row, 128B
+// swizzle; a partial last chunk with kPartial), no chunk bounds (no warm-up). Grouped heads: q and k
+// are copied from query head hq. Kr's low part for a sequence's last update: prep_warp_chunk's kr_lo.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cuda/ptx>
+
+#include "src/kernels/sm90/warp_prep_layout.cuh"
+#include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/gate_math.cuh"
+#include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/prep_fragments.cuh"
+#include "src/kernels/sm90/record_fragments.cuh"
+#include "src/ptx/barrier.cuh"
+#include "src/ptx/bulk_copy.cuh"
+#include "src/ptx/ldmatrix.cuh"
+#include "src/ptx/mma.cuh"
+#include "src/ptx/tma.cuh"
+
+namespace kda::sm90::warp_prep {
+
+using sm90::ChunkRecord;
+
+// movmatrix.trans: the 8x8 b16 matrix whose fragment (row lane/4, columns 2·(lane%4), +1) a lane
+// holds, transposed, in the same fragment layout.
+__device__ __forceinline__ uint32_t mov_trans(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// stmatrix.x4 (no transpose): the inverse of ldmatrix_x4.
+__device__ __forceinline__ void stmatrix_x4(void* row_addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(ptx::smem_addr(row_addr)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+__device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+
+// Virtual chunk vc of the fixed-length batch: its sequence (the batch row) and first token. Chunks per
+// sequence: ceil(T / 16), the last one partial when T is not a multiple of 16; kPartial = false: T a
+// multiple of 16 (the whole-chunk code, no masks).
+struct ChunkCoords {
+  int seq, tok0;
+};
+template <bool kPartial = false>
+__device__ __forceinline__ ChunkCoords chunk_coords(const sm90::PrepParams& p, int64_t vc) {
+  const int per = kPartial ? (p.seq.T + 15) / 16 : p.seq.T / 16;
+  return ChunkCoords{static_cast<int>(vc / per), static_cast<int>(vc % per) * 16};
+}
+
+// The tensor copies of chunk vc's q, k (query head hq) and g (value head hv) into `in`, completing on `bar` (initialised by the
+// caller, one arrival). The boxes' previous contents were read through the generic proxy: that is
+// ordered before the copies here.
+template <bool kPartial = false>
+__device__ __forceinline__ void prep_warp_issue(unsigned char (&in)[6][2048], uint64_t* bar, const sm90::PrepParams& p,
+                                                const CUtensorMap* qmap, const CUtensorMap* kmap,
+                                                const CUtensorMap* gmap, int64_t vc, int hv, int hq) {
+  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
+  ptx::fence_proxy_async_shared();
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) {
+    ptx::mbar_arrive_expect_tx(bar, 6 * 2048);
+#pragma unroll
+    for (int pn = 0; pn < 2; ++pn) {
+      ptx::tma_load_4d(in[kIn + pn], qmap, 64 * pn, hq, tok0, seq, bar);
+      ptx::tma_load_4d(in[kInK + pn], kmap, 64 * pn, hq, tok0, seq, bar);
+      ptx::tma_load_4d(in[kInG + pn], gmap, 64 * pn, hv, tok0, seq, bar);
+    }
+  }
+}
+
+// Where prep_warp_chunk writes its record.
+enum class RecordTo {
+  kGlobal,  // `rec` in global memory ([Wd; Qp] by bulk copies from the boxes, which the call waits to be read)
+  kStage,   // `rec` a ring stage in shared memory (wgmma_stage.h: the record is its first bytes), taken by
+            // the caller before the chunk
+  kLate,    // a ring stage that `acquire()` returns once T and P exist (it waits for the stage to be free):
+            // until then Kr and Γ go to `park` (WarpSmemLate), moved into the stage at the end
+};
+
+struct NoAcquire {
+  __device__ __forceinline__ uint8_t* operator()() const { return nullptr; }
+};
+
+// The same boxes brought into L2 only (one lane; no completion to wait for): cp.async.bulk.prefetch.tensor.
+template <bool kPartial = false>
+__device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, const CUtensorMap* qmap,
+                                                  const CUtensorMap* kmap, const CUtensorMap* gmap, int64_t vc, int hv) {
+  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
+  const CUtensorMap* maps[3] = {qmap, kmap, gmap};
+#pragma unroll
+  for (int m = 0; m < 3; ++m)
+#pragma unroll
+    for (int pn = 0; pn < 2; ++pn)
+      asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(maps[m]),
+                   "r"(64 * pn), "r"(hv), "r"(tok0), "r"(seq)
+                   : "memory");
+}
+
+// The rare path of the L2 norms (prep_fragments.cuh's rescale_row_norms for the boxes): lane l < 16
+// sums the squares of q's token row l, lane 16 + l k's row l; a row whose sum is not finite (it
+// overflowed float32, or holds a NaN / Inf) is scaled in its boxes by kL2RescaleFactor (a power of two:
+// exact for bf16 unless an element underflows, negligible against a norm of at least 2^63). Returns
+// the rows scaled (bit r: q's row r, bit 16 + r: k's row r), the same in every lane; the caller sums
+// the norms again and drops those rows' eps. Called by the whole warp, only for such inputs.
+__device__ __forceinline__ uint32_t rescale_box_rows(unsigned char* boxes, int lane) {
+  const int row = lane & 15;
+  unsigned char* const box = boxes + (lane < 16 ? kIn : kInK) * 2048;  // two panels of 2048 bytes
+  float s = 0.0f;
+  for (int i = 0; i < 16; ++i) {
+    const uint4 x = *reinterpret_cast<const uint4*>(box + (i >> 3) * 2048 + row * 128 + (((i & 7) ^ (row & 7)) << 4));
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+    for (int j = 0; j < 4; ++j) {
+      float lo, hi;
+      unpack2(w[j], lo, hi);
+      s = fmaf(lo, lo, s);
+      s = fmaf(hi, hi, s);
+    }
+  }
+  const bool big = !(s <= 0x1.fffffep127f);
+  if (big) {
+    for (int i = 0; i < 16; ++i) {
+      uint4* px = reinterpret_cast<uint4*>(box + (i >> 3) * 2048 + row * 128 + (((i & 7) ^ (row & 7)) << 4));
+      uint4 x = *px;
+      uint32_t* w = &x.x;
+      for (int j = 0; j < 4; ++j) {
+        float lo, hi;
+        unpack2(w[j], lo, hi);
+        w[j] = ptx::pack_bf16x2(lo * kL2RescaleFactor, hi * kL2RescaleFactor);
+      }
+      *px = x;
+    }
+  }
+  const uint32_t rows = __ballot_sync(0xffffffffu, big);
+  __syncwarp();  // the rows scaled in the boxes before anyone reads them
+  return rows;
+}
+
+// One chunk (virtual chunk vc of value head hv of a fixed-length batch; a partial last chunk only with
+// kPartial, whose padding rows are masked: design.md §2.4) by one warp,
+// its q, k, g arriving in `in` on `bar` with phase parity `parity` (prep_warp_issue), its record where
+// kTo says; into a stage (kStage, kLate) every store a shared one, and the caller publishes the stage
+// (its proxy fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
+// kKeyUnroll < 8 (the single pass: code size): the key loops unrolled that far, dt_bias of the head read
+// from `dt_s` (128 floats in shared memory, zeros without dt_bias) instead of registers.
+template <RecordTo kTo, int kKeyUnroll = 8, bool kPartial = false, class Acquire = NoAcquire>
+__device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsigned char (&in)[6][2048], float* A,
+                                                float* tb, uint64_t* bar, int64_t vc, int hv, uint8_t* rec,
+                                                uint32_t parity, WarpSmemLate* park = nullptr, Acquire acquire = {},
+                                                const float* dt_s = nullptr, uint8_t* kr_lo_ptr = nullptr) {
+  // (A 32-bit shared address: a 64-bit pointer live through the key loops cost the single pass spills.)
+  const uint32_t kr_lo = kr_lo_ptr != nullptr ? ptx::smem_addr(kr_lo_ptr) : 0u;
+  static_assert(kKeyUnroll == 8 || kKeyUnroll == 4 || kKeyUnroll == 2 || kKeyUnroll == 1, "key loop unroll");
+  constexpr bool kToStage = kTo != RecordTo::kGlobal;
+  using namespace sm90;
+  using namespace sm90::prep_detail;
+  const int lane = threadIdx.x & 31;
+  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
+  // Valid tokens of the chunk (design.md §2.4: rows L.. are padding with q̂ = k̂ = 0, a = 0, b = 0; the
+  // tensor copies fill them with zeros beyond T, and they are masked here as well).
+  const int L = kPartial ? min(16, p.seq.T - tok0) : 16;
+  // While the boxes fly: the loads of beta, A_log and the lane's 16 dt_bias values (used after the
+  // wait: a use before it stalls the warp on the load, 17% of the stall samples when dt_bias was read
+  // in the key loop).
+  const int g8 = ptx::Frag::grp(lane), qd = ptx::Frag::qid(lane);
+  uint32_t beta_bits = 0;  // lane < L: token lane's beta (raw bits: converted after the wait)
+  if (lane < L) {
+    const int64_t off = seq * p.beta_st.b + static_cast<int64_t>(tok0 + lane) * p.beta_st.t + hv * p.beta_st.h;
+    beta_bits = p.beta_is_f32 ? static_cast<const uint32_t*>(p.beta)[off] : static_cast<const uint16_t*>(p.beta)[off];
+  }
+  float a_log_raw = p.A_log != nullptr ? p.A_log[hv] : 0.0f;
+  float dtbv[kKeyUnroll == 8 ? 16 : 1];  // key 16 ks + 8 o + grp at [2 ks + o]
+  if constexpr (kKeyUnroll == 8) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) dtbv[i] = p.dt_bias != nullptr ? p.dt_bias[hv * 128 + 8 * i + g8] : 0.0f;
+  }
+  auto off = [&](int ks) -> uint32_t { return box_row_offset(lane, ks); };  // in the box of panel ks / 4
+  __syncwarp();
+  ptx::mbar_wait(bar, parity);
+  // The loads' first uses after the wait (volatile: not hoisted above it).
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(beta_bits));
+  asm volatile("mov.b32 %0, %0;\n" : "+f"(a_log_raw));
+  const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(a_log_raw) : 1.0f;
+  const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
+  // b of token lane (lane < L; padding rows: b = 0): with partial chunks here, so that L dies early.
+  auto beta_of_lane = [&] {
+    return lane < L ? beta_activation(__uint_as_float(p.beta_is_f32 ? beta_bits : beta_bits << 16), p.beta_sigmoid != 0,
+                                      p.allow_neg_eigval != 0)
+                    : 0.0f;
+  };
+  float b_own = 0.0f;
+  if constexpr (kPartial) b_own = beta_of_lane();
+
+  // The lane's tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9 valid (padding rows: q̂ = k̂ = 0 by qinv = kinv =
+  // 0 below). Their gate: a partial chunk's padding rows of g become bf16 -inf in the g boxes, for which
+  // bounded_log2_decay gives exactly 0 (c2 / (1 + 2^inf)), so G stays constant after the last valid
+  // row without a select per element (a select cost the single pass 6-8%).
+  bool tok_valid[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) tok_valid[e] = !kPartial || 2 * qd + (e & 1) + 8 * (e >> 1) < L;
+  if constexpr (kPartial) {
+    if (L < 16) {  // warp-uniform; rows L..15 of both g boxes (a row is 8 whole 16-byte chunks: no swizzle)
+      for (int i = lane; i < 2 * (16 - L) * 8; i += 32) {
+        const int pn = i / ((16 - L) * 8), rem = i % ((16 - L) * 8), row = L + rem / 8, c16 = rem % 8;
+        *reinterpret_cast<uint4*>(in[kInG + pn] + row * 128 + 16 * c16) = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+      }
+      __syncwarp();
+    }
+  }
+
+  // ---- L2 norms: diag(q·qᵀ), diag(k·kᵀ) on the tensor cores ------------------------------------
+  // (A second round only where a row's sum of squares is not finite, after rescale_box_rows.)
+  float qinv[4], kinv[4];  // tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9
+  {
+    float qs[4], ks_[4];
+    uint32_t rescaled = 0;  // rows scaled (rescale_box_rows): their eps is dropped
+#pragma unroll 1
+    for (int round = 0;; ++round) {
+      float gq[2][4] = {}, gkk[2][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        uint32_t a[4], c[4];
+        ptx::ldmatrix_x4(a, in[kIn + (ks >> 2)] + off(ks));
+        ptx::ldmatrix_x4(c, in[kInK + (ks >> 2)] + off(ks));
+        const uint32_t a0[2] = {a[0], a[2]}, a1[2] = {a[1], a[3]}, c0[2] = {c[0], c[2]}, c1[2] = {c[1], c[3]};
+        ptx::mma_m16n8k16_bf16_f32(gq[0], a, a0);
+        ptx::mma_m16n8k16_bf16_f32(gq[1], a, a1);
+        ptx::mma_m16n8k16_bf16_f32(gkk[0], c, c0);
+        ptx::mma_m16n8k16_bf16_f32(gkk[1], c, c1);
+      }
+      // Token 2qd's diagonal is c[0] of n-tile 0 in lane 9qd, 2qd + 1's c[1] in lane 9qd + 4; +8: n-tile 1,
+      // c[2] / c[3] of the same lanes.
+      const int l0 = 9 * qd, l1 = 9 * qd + 4;
+      qs[0] = __shfl_sync(0xffffffffu, gq[0][0], l0);
+      qs[1] = __shfl_sync(0xffffffffu, gq[0][1], l1);
+      qs[2] = __shfl_sync(0xffffffffu, gq[1][2], l0);
+      qs[3] = __shfl_sync(0xffffffffu, gq[1][3], l1);
+      ks_[0] = __shfl_sync(0xffffffffu, gkk[0][0], l0);
+      ks_[1] = __shfl_sync(0xffffffffu, gkk[0][1], l1);
+      ks_[2] = __shfl_sync(0xffffffffu, gkk[1][2], l0);
+      ks_[3] = __shfl_sync(0xffffffffu, gkk[1][3], l1);
+      bool fine = true;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) fine = fine && qs[e] <= 0x1.fffffep127f && ks_[e] <= 0x1.fffffep127f;
+      if (round == 1 || !__any_sync(0xffffffffu, p.qk_l2norm && !fine)) break;
+      rescaled = rescale_box_rows(&in[0][0], lane);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int tok = 2 * qd + (e & 1) + 8 * (e >> 1);
+      const float qeps = (rescaled >> tok) & 1 ? 0.0f : 1e-6f, keps = (rescaled >> (16 + tok)) & 1 ? 0.0f : 1e-6f;
+      qinv[e] = (p.qk_l2norm ? rsqrtf(qs[e] + qeps) : 1.0f) * p.scale;
+      kinv[e] = p.qk_l2norm ? rsqrtf(ks_[e] + keps) : 1.0f;
+      if constexpr (kPartial) {
+        if (!tok_valid[e]) qinv[e] = kinv[e] = 0.0f;
+      }
+    }
+  }
+
+  // The key steps 0..7 of a pass, step(ks, pofs, roff, cb) each: fully unrolled (kKeyUnroll 8, every
+  // argument a constant), in pairs with their row offsets selected from four registers (kKeyUnroll 2:
+  // a pair's two steps have (2 ks) % 8 = 4 h and 4 h + 2, h = pair % 2), else a loop over ks.
+  static_assert(ChunkRecord::kKrPanelBytes == 2048 && ChunkRecord::kWqPanelBytes == 2 * 2048, "panels of a box's size");
+  unsigned char* const in0 = &in[0][0];  // the six boxes, contiguous
+  auto for_key_steps = [&](auto&& step) {
+    if constexpr (kKeyUnroll == 8) {
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, off(ks), (2 * ks) & 7);
+    } else if constexpr (kKeyUnroll == 2) {
+      const uint32_t o0 = off(0), o1 = off(1), o2 = off(2), o3 = off(3);
+#pragma unroll 1
+      for (int j = 0; j < 4; ++j) {
+        const bool h = (j & 1) != 0;
+        const uint32_t pofs = (j >> 1) * 2048u;
+        step(2 * j, pofs, h ? o2 : o0, h ? 4 : 0);
+        step(2 * j + 1, pofs, h ? o3 : o1, h ? 6 : 2);
+      }
+    } else {
+#pragma unroll kKeyUnroll
+      for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, off(ks), (2 * ks) & 7);
+    }
+  };
+
+  // ---- Elementwise pass by key steps; A and M accumulated ----------------------------------------
+  float accA[2][4] = {}, mhh[2][4] = {}, mlo[2][4] = {};
+  float* gamma = kTo == RecordTo::kLate ? park->gamma : reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
+  uint8_t* kr_base = kTo == RecordTo::kLate ? park->kr : rec + ChunkRecord::kKrOffset;
+  // Key step ks, its boxes' rows at panel byte offset pofs = (ks / 4) * 2048 plus roff = off(ks), Kr's
+  // 16-byte column cb = (2 ks) % 8 (a rolled loop passes them precomputed: for_key_steps).
+  auto elem_step = [&](int ks, uint32_t pofs, uint32_t roff, int cb) {
+    uint32_t Q[4], K[4], Gr[4];
+    unsigned char* qa = in0 + kIn * 2048 + pofs + roff;
+    unsigned char* ka = in0 + kInK * 2048 + pofs + roff;
+    unsigned char* ga = in0 + kInG * 2048 + pofs + roff;
+    ptx::ldmatrix_x4_trans(Q, qa);
+    ptx::ldmatrix_x4_trans(K, ka);
+    ptx::ldmatrix_x4_trans(Gr, ga);
+    uint32_t kd_p[4], kr_p[4], krl_p[4], qh_p[4], ql_p[4], kih_p[4], kil_p[4];
+#pragma unroll
+    for (int o = 0; o < 2; ++o) {  // key 16 ks + 8 o + grp; registers 2o (tokens 2qd..), 2o + 1 (2qd + 8..)
+      const int key = 16 * ks + 8 * o + g8;
+      float x[4], qv[4], kv[4];
+      unpack2(Gr[2 * o], x[0], x[1]);
+      unpack2(Gr[2 * o + 1], x[2], x[3]);
+      unpack2(Q[2 * o], qv[0], qv[1]);
+      unpack2(Q[2 * o + 1], qv[2], qv[3]);
+      unpack2(K[2 * o], kv[0], kv[1]);
+      unpack2(K[2 * o + 1], kv[2], kv[3]);
+      float db;
+      if constexpr (kKeyUnroll == 8)
+        db = dtbv[2 * ks + o];
+      else
+        db = dt_s[key];
+      float a[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[e] = bounded_log2_decay(x[e], db, gk);
+      // Cumulative sum over the 16 tokens: pairs in-lane, a scan over the quad's four lanes.
+      const float slo = a[0] + a[1], shi = a[2] + a[3];
+      float ilo = slo, ihi = shi, t;
+      t = __shfl_up_sync(0xffffffffu, ilo, 1, 4);
+      if (qd >= 1) ilo += t;
+      t = __shfl_up_sync(0xffffffffu, ihi, 1, 4);
+      if (qd >= 1) ihi += t;
+      t = __shfl_up_sync(0xffffffffu, ilo, 2, 4);
+      if (qd >= 2) ilo += t;
+      t = __shfl_up_sync(0xffffffffu, ihi, 2, 4);
+      if (qd >= 2) ihi += t;
+      const float tlo = __shfl_sync(0xffffffffu, ilo, 3, 4), thi = __shfl_sync(0xffffffffu, ihi, 3, 4);
+      float G[4];
+      G[1] = ilo;
+      G[0] = ilo - a[1];
+      G[3] = tlo + ihi;
+      G[2] = G[3] - a[3];
+      const float gam = exp2_fast(tlo + thi);
+      if (qd == 0) gamma[key] = gam;
+      float kd[4], qdv[4], ki[4], kr[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float d = exp2_fast(G[e]), inv = exp2_fast(-G[e]);
+        const float kn = kv[e] * kinv[e], qn = qv[e] * qinv[e];
+        kd[e] = kn * d;
+        qdv[e] = qn * d;
+        ki[e] = kn * inv;
+        kr[e] = kn * (gam * inv);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 2 * o + h;
+        kd_p[r] = ptx::pack_bf16x2(kd[2 * h], kd[2 * h + 1]);
+        if (kr_lo != 0u)
+          ptx::split_bf16x2(kr[2 * h], kr[2 * h + 1], kr_p[r], krl_p[r]);
+        else
+          kr_p[r] = ptx::pack_bf16x2(kr[2 * h], kr[2 * h + 1]);
+        ptx::split_bf16x2(qdv[2 * h], qdv[2 * h + 1], qh_p[r], ql_p[r]);
+        ptx::split_bf16x2(ki[2 * h], ki[2 * h + 1], kih_p[r], kil_p[r]);
+      }
+    }
+    // A = Kd·Kiᵀ and M = Qd·Kiᵀ over this key step: fragments with k = key by movmatrix.trans.
+    {
+      uint32_t kdA[4], qhA[4], qlA[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        kdA[r] = mov_trans(kd_p[r]);
+        qhA[r] = mov_trans(qh_p[r]);
+        qlA[r] = mov_trans(ql_p[r]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint32_t bh[2] = {mov_trans(kih_p[nt]), mov_trans(kih_p[nt + 2])};
+        const uint32_t bl[2] = {mov_trans(kil_p[nt]), mov_trans(kil_p[nt + 2])};
+        ptx::mma_m16n8k16_bf16_f32(accA[nt], kdA, bh);
+        ptx::mma_m16n8k16_bf16_f32(mlo[nt], qlA, bh);
+        ptx::mma_m16n8k16_bf16_f32(mlo[nt], qhA, bl);
+        ptx::mma_m16n8k16_bf16_f32(mhh[nt], qhA, bh);
+      }
+    }
+    // Kd, Qd hi, Qd lo wait for T where q, k, g were (the same addresses, transposed back).
+    __syncwarp();
+    ptx::stmatrix_x4_trans(qa, kd_p);
+    ptx::stmatrix_x4_trans(ka, qh_p);
+    ptx::stmatrix_x4_trans(ga, ql_p);
+    // Kr to the record: (token grp (+8), keys 2 qid, +1) after a transpose, 4-byte stores (the Kr panel
+    // is a box's size: pofs).
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);  // c < 8: no wrap
+      *reinterpret_cast<uint32_t*>(kr_base + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd) = mov_trans(kr_p[r]);
+    }
+    if (kr_lo != 0u) {  // (warp-uniform) Kr's low part, Kr - bf16(Kr), in the same layout
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);
+        *static_cast<uint32_t*>(__cvta_shared_to_generic(kr_lo + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd)) =
+            mov_trans(krl_p[r]);
+      }
+    }
+  };
+  for_key_steps(elem_step);
+
+  // ---- A to shared memory, T = (I + A)^-1 (lanes 0..15, column = lane), Tb = T·Diag(b) -----------
+  constexpr int kSld = WarpSmem::kTld, kAld = WarpSmem::kAld;
+  if constexpr (!kPartial) b_own = beta_of_lane();
+  const float b_row[2] = {__shfl_sync(0xffffffffu, b_own, g8), __shfl_sync(0xffffffffu, b_own, g8 + 8)};
+  float* At = A;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int i = ptx::Frag::c_row(lane, r), j = 8 * nt + ptx::Frag::c_col(lane, r);
+      At[i * kAld + j] = j < i ? b_row[r >> 1] * accA[nt][r] : 0.0f;
+    }
+  __syncwarp();
+  if (lane < 16) {
+    float col[16];
+    unit_lower_inverse_column(At, kAld, lane, col);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) tb[i * kSld + lane] = col[i] * b_own;
+  }
+  __syncwarp();
+
+  // ---- P = M·Tb (hi/lo, four products), its A fragment for Qp; Tb's for Wd ----------------------
+  float pc[2][4];
+  uint32_t th[4], ph[4];
+  {
+    float mc[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int i = ptx::Frag::c_row(lane, r), j = 8 * nt + ptx::Frag::c_col(lane, r);
+        mc[nt][r] = j <= i ? mhh[nt][r] + mlo[nt][r] : 0.0f;
+      }
+    uint32_t mh[4], ml[4];
+    ptx::c_pair_to_a_split(mc[0], mc[1], mh, ml);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {  // as prepare_chunk's phase 6 (its n-tile = warp there)
+      const int n = 8 * nt + g8, q2 = 2 * qd;
+      uint32_t bh[2], bl[2];
+      ptx::split_bf16x2(tb[q2 * kSld + n], tb[(q2 + 1) * kSld + n], bh[0], bl[0]);
+      ptx::split_bf16x2(tb[(q2 + 8) * kSld + n], tb[(q2 + 9) * kSld + n], bh[1], bl[1]);
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      ptx::mma_m16n8k16_bf16_f32(c, ml, bl);
+      ptx::mma_m16n8k16_bf16_f32(c, ml, bh);
+      ptx::mma_m16n8k16_bf16_f32(c, mh, bl);
+      ptx::mma_m16n8k16_bf16_f32(c, mh, bh);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pc[nt][r] = c[r];
+    }
+    const float np0[4] = {-pc[0][0], -pc[0][1], -pc[0][2], -pc[0][3]};
+    const float np1[4] = {-pc[1][0], -pc[1][1], -pc[1][2], -pc[1][3]};
+    ptx::c_pair_to_a(np0, np1, ph);
+    frag::load_a_f32(tb, kSld, false, lane, th);
+  }
+  if constexpr (kTo == RecordTo::kLate) rec = acquire();  // the stage, from here on
+  {
+    uint16_t* tb_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbHiOffset);
+    uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);
+    uint16_t* p_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPHiOffset);
+    uint16_t* p_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kPLoOffset);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = g8 + 8 * h, col = 8 * nt + 2 * qd;
+        uint32_t hi, lo;
+        ptx::split_bf16x2(pc[nt][2 * h], pc[nt][2 * h + 1], hi, lo);
+        *reinterpret_cast<uint32_t*>(p_hi + ChunkRecord::small_index(row, col)) = hi;
+        *reinterpret_cast<uint32_t*>(p_lo + ChunkRecord::small_index(row, col)) = lo;
+      }
+#pragma unroll
+    for (int rr2 = 0; rr2 < 4; ++rr2) {
+      const int idx = lane + 32 * rr2, i = idx >> 3, j0 = (idx & 7) * 2;
+      uint32_t hi, lo;
+      ptx::split_bf16x2(tb[i * kSld + j0], tb[i * kSld + j0 + 1], hi, lo);
+      *reinterpret_cast<uint32_t*>(tb_hi + ChunkRecord::small_index(i, j0)) = hi;
+      *reinterpret_cast<uint32_t*>(tb_lo + ChunkRecord::small_index(i, j0)) = lo;
+    }
+  }
+
+  // ---- Wd = Tb·Kd, Qp = Qd − P·Kd, by key steps, over the Kd / Qd they read ------------------------
+  uint32_t ident[4];
+  identity_a(ident, lane);
+  auto wd_step = [&](int, uint32_t pofs, uint32_t roff, int) {
+    unsigned char* qa = in0 + kIn * 2048 + pofs + roff;
+    unsigned char* ka = in0 + kInK * 2048 + pofs + roff;
+    unsigned char* ga = in0 + kInG * 2048 + pofs + roff;
+    uint32_t kdb[4], qhb[4], qlb[4];
+    ptx::ldmatrix_x4_trans(kdb, qa);
+    ptx::ldmatrix_x4_trans(qhb, ka);
+    ptx::ldmatrix_x4_trans(qlb, ga);
+    uint32_t wd_o[4], qp_o[4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t kb[2] = {kdb[2 * h], kdb[2 * h + 1]};
+      const uint32_t bqh[2] = {qhb[2 * h], qhb[2 * h + 1]}, bql[2] = {qlb[2 * h], qlb[2 * h + 1]};
+      float w[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      ptx::mma_m16n8k16_bf16_f32(w, th, kb);
+      ptx::mma_m16n8k16_bf16_f32(c, ident, bql);
+      ptx::mma_m16n8k16_bf16_f32(c, ident, bqh);
+      ptx::mma_m16n8k16_bf16_f32(c, ph, kb);
+      wd_o[2 * h] = ptx::pack_bf16x2(w[0], w[1]);
+      wd_o[2 * h + 1] = ptx::pack_bf16x2(w[2], w[3]);
+      qp_o[2 * h] = ptx::pack_bf16x2(c[0], c[1]);
+      qp_o[2 * h + 1] = ptx::pack_bf16x2(c[2], c[3]);
+    }
+    if constexpr (kToStage) {
+      unsigned char* wq = rec + 2 * pofs + roff;  // panel ks / 4 of [Wd; Qp]: 2 x 2048 bytes
+      stmatrix_x4(wq, wd_o);
+      stmatrix_x4(wq + 2048, qp_o);
+    } else {
+      __syncwarp();
+      stmatrix_x4(qa, wd_o);
+      stmatrix_x4(ka, qp_o);
+    }
+  };
+  for_key_steps(wd_step);
+
+  // ---- Kr and Γ from the park into the stage (the same bytes) -----------------------------------
+  if constexpr (kTo == RecordTo::kLate) {
+    uint4 x[9];
+#pragma unroll
+    for (int it = 0; it < 8; ++it) x[it] = reinterpret_cast<const uint4*>(park->kr)[lane + 32 * it];
+    x[8] = reinterpret_cast<const uint4*>(park->gamma)[lane];
+#pragma unroll
+    for (int it = 0; it < 8; ++it) reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset)[lane + 32 * it] = x[it];
+    reinterpret_cast<uint4*>(rec + ChunkRecord::kGammaOffset)[lane] = x[8];
+  }
+
+  // ---- [Wd; Qp] by bulk copies from the boxes ----------------------------------------------------
+  if constexpr (!kToStage) {
+    ptx::fence_proxy_async_shared();
+    __syncwarp();
+    if (lane == 0) {
+#pragma unroll
+      for (int pn = 0; pn < 2; ++pn) {
+        cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, rec + pn * ChunkRecord::kWqPanelBytes,
+                                 in[kIn + pn], 2048u);
+        cuda::ptx::cp_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared,
+                                 rec + pn * ChunkRecord::kWqPanelBytes + 2048, in[kInK + pn], 2048u);
+      }
+      ptx::tma_store_commit();
+      ptx::tma_store_wait_read<0>();
+    }
+    __syncwarp();
+  }
+}
+
+}  // namespace kda::sm90::warp_prep

@@ -1,0 +1,106 @@
+// The single pass's launcher (single_pass_kernel.cuh; docs/design.md §3.5): which problems it takes,
+// its tensor maps and its launch. fwd_sm90.cu's run_fwd calls it before the two-kernel path.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "src/kernels/sm90/single_pass_kernel.cuh"
+#include "src/launch/launch.h"
+#include "src/launch/launch_util.cuh"
+#include "src/launch/tensor_map.h"
+
+namespace kda::sm90 {
+namespace {
+
+// The map of a [B, T, heads, 128] bf16 tensor in boxes of 64 columns x 1 head x 16 tokens x 1 batch
+// row, 128B swizzle (the warp preparation's boxes, the stage's value tiles). A dimension of size 1
+// gets a dense stride. False for a broadcast dimension and when the driver rejects the map (base or
+// strides not 16-byte aligned, ...): the call then runs on the two kernels.
+bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorMap* map) {
+  if (x.data == nullptr || T <= 0 || heads <= 0 || B <= 0 || x.stride[3] != 1) return false;
+  const uint64_t dims[4] = {128, static_cast<uint64_t>(heads), static_cast<uint64_t>(T), static_cast<uint64_t>(B)};
+  const int64_t given[3] = {x.stride[2], x.stride[1], x.stride[0]};
+  uint64_t strides[3];
+  uint64_t dense = 128;
+  for (int d = 0; d < 3; ++d) {
+    if (dims[d + 1] > 1 && given[d] <= 0) return false;
+    strides[d] = dims[d + 1] == 1 ? dense : static_cast<uint64_t>(given[d]);
+    dense = strides[d] * dims[d + 1];
+  }
+  const uint32_t box[4] = {64, 1, 16, 1};
+  return make_tensor_map_bf16(map, x.data, 4, dims, strides, box, tile::Swizzle::k128B).code == KDA_OK;
+}
+
+// KDA_SINGLE_PASS_AUTO takes the single pass from kAutoFillNum / kAutoFillDen of the SMs in (sequence,
+// head) pairs on.
+constexpr int64_t kAutoFillNum = 7, kAutoFillDen = 10;
+
+}  // namespace
+
+const char* single_pass_limit(const Problem& pr) {
+  const kda_fwd_params& a = *pr.params;
+  if (pr.varlen) return "cu_seqlens (variable-length batches)";
+  if (a.gate != KDA_GATE_BOUNDED) return "a gate other than KDA_GATE_BOUNDED";
+  if (a.g.dtype != KDA_DTYPE_BF16) return "g in a dtype other than bf16";
+  if (pr.K != 128 || pr.V != 128) return "K or V other than 128";
+  if (pr.N * pr.HV > 0x7fffffff) return "more than 2^31 - 1 (sequence, head) pairs";
+  return nullptr;
+}
+
+kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_stream_t stream_handle, bool* launched) {
+  *launched = false;
+  const kda_fwd_params& a = *pr.params;
+  const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
+  if (a.single_pass == KDA_SINGLE_PASS_NEVER) return make_ok();
+  // Automatic: where the plan splits no sequence and the (sequence, head) pairs fill at least
+  // kAutoFill of the SMs: one CTA per pair, each preparing its own chunks, so that with fewer pairs
+  // the two kernels (whose preparation spreads over every SM) are faster (docs/design.md §3.5).
+  if (!always && !(plan.method == SplitMethod::kNone && pr.N * pr.HV * kAutoFillDen >= int64_t{sm_count()} * kAutoFillNum))
+    return make_ok();
+  if (const char* why = single_pass_limit(pr)) {
+    if (!always) return make_ok();
+    return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but the single pass does not take %s",
+                      why);
+  }
+  CUtensorMap qmap{}, kmap{}, gmap{}, vmap{};  // (T = 0: never used, the kernel copies the states)
+  const char* unmapped = pr.T == 0                                 ? nullptr
+                         : !box_map(a.q, pr.H, pr.T, pr.B, &qmap)    ? "q"
+                         : !box_map(a.k, pr.H, pr.T, pr.B, &kmap)  ? "k"
+                         : !box_map(a.g, pr.HV, pr.T, pr.B, &gmap) ? "g"
+                         : !box_map(a.v, pr.HV, pr.T, pr.B, &vmap) ? "v"
+                                                                   : nullptr;
+  if (unmapped != nullptr) {
+    if (!always) return make_ok();
+    return make_error(KDA_ERROR_UNSUPPORTED,
+                      "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but no tensor map describes %s (it needs a 16-byte "
+                      "aligned base, strides that are multiples of 8 elements and no broadcast dimension)",
+                      unmapped);
+  }
+  SinglePassParams sp{};
+  sp.pp = preparation_params(pr);
+  sp.v = static_cast<const uint16_t*>(a.v.data);
+  sp.out = static_cast<uint16_t*>(a.out.data);
+  sp.v_st = Strides4{a.v.stride[0], a.v.stride[1], a.v.stride[2]};
+  sp.out_st = Strides4{a.out.stride[0], a.out.stride[1], a.out.stride[2]};
+  sp.initial_state = pr.has_initial_state ? a.initial_state.data : nullptr;
+  sp.final_state = pr.has_final_state ? a.final_state.data : nullptr;
+  sp.initial_is_f32 = pr.has_initial_state && a.initial_state.dtype == KDA_DTYPE_F32;
+  sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
+  sp.HV = static_cast<int32_t>(pr.HV);
+  sp.chunks = static_cast<int32_t>((pr.T + 15) / 16);
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+  const dim3 grid(static_cast<unsigned>(pr.N * pr.HV));
+  constexpr int kSmem = static_cast<int>(tile::smem_bytes<SinglePassLayout::Storage>());
+  // A programmatic dependent launch of the caller's previous kernel, as the preparation is (the kernel
+  // waits for it before reading anything).
+  const kda_status s =
+      pr.T % 16 == 0
+          ? launch_with_smem<single_pass_kernel<false>>("single_pass_kernel", grid, SinglePassLayout::kThreads, kSmem,
+                                                        stream, true, sp, qmap, kmap, gmap, vmap)
+          : launch_with_smem<single_pass_kernel<true>>("single_pass_kernel", grid, SinglePassLayout::kThreads, kSmem,
+                                                       stream, true, sp, qmap, kmap, gmap, vmap);
+  *launched = s.code == KDA_OK;
+  return s;
+}
+
+}  // namespace kda::sm90

@@ -1,0 +1,213 @@
+// The single pass (single_pass_kernel.cuh; docs/design.md §3.5) forced by params.single_pass =
+// KDA_SINGLE_PASS_ALWAYS, which makes kda_fwd fail rather than fall back, so a passing test ran it:
+// against the float64 recurrence across batch rows, partial chunks, grouped heads, state dtypes,
+// gates' options and the L2 norm's rescaled path; next to the two kernels; bitwise deterministic, in
+// place equal to out of place; and every problem it does not take refused by name. (The whole GPU
+// suite also runs on it: FLASH_KDA_TEST_SINGLE_PASS=always, gpu_harness.h.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "reference/common.h"
+#include "tests/golden_io.h"
+#include "tests/gpu/gpu_harness.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+using reference::bf16_to_float;
+using reference::float_to_bf16;
+
+void always(kda_fwd_params& p) { p.single_pass = KDA_SINGLE_PASS_ALWAYS; }
+void never(kda_fwd_params& p) { p.single_pass = KDA_SINGLE_PASS_NEVER; }
+
+// Relative L2 distance of two runs' outputs and final states (f32).
+std::pair<double, double> distance(const RandomProblem& a, const RandomProblem& b) {
+  return {rel_l2(bf16_to_f64(a.out), bf16_to_f64(b.out)), rel_l2(f32_to_f64(a.final_f32), f32_to_f64(b.final_f32))};
+}
+
+TEST(GpuSinglePass, ShapesAgainstFloat64AndTheTwoKernels) {
+  KDA_SKIP_WITHOUT_SM90();
+  struct Shape {
+    int64_t B, T, H, HV;
+  };
+  // Whole and partial last chunks, one token, fewer chunks than preparation warps and more than the
+  // ring's slots (24), batch rows, grouped value heads.
+  const Shape shapes[] = {{1, 16, 1, 1}, {1, 1, 2, 2},  {2, 45, 2, 2},   {1, 128, 1, 3}, {3, 100, 2, 4},
+                          {1, 400, 1, 1}, {2, 513, 1, 2}, {1, 1024, 2, 2}, {4, 64, 4, 8}};
+  uint64_t seed = 300;
+  for (const Shape& sh : shapes) {
+    ProblemSpec s;
+    s.B = sh.B;
+    s.T = sh.T;
+    s.H = sh.H;
+    s.HV = sh.HV;
+    s.seed = ++seed;
+    RandomProblem one = make_random_problem(s);
+    RandomProblem two = one;
+    char name[96];
+    std::snprintf(name, sizeof(name), "single pass B%lld T%lld H%lld HV%lld", static_cast<long long>(sh.B),
+                  static_cast<long long>(sh.T), static_cast<long long>(sh.H), static_cast<long long>(sh.HV));
+    expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
+    expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
+    const auto [dout, dstate] = distance(one, two);
+    std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
+    EXPECT_LT(dout, 5e-3) << name;
+    EXPECT_LT(dstate, 2e-3) << name;
+  }
+}
+
+TEST(GpuSinglePass, StateDtypesAndOptions) {
+  KDA_SKIP_WITHOUT_SM90();
+  const kda_dtype kinds[3] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32};
+  for (kda_dtype in : kinds)
+    for (kda_dtype out : kinds) {
+      ProblemSpec s;
+      s.B = 2;
+      s.T = 77;
+      s.H = s.HV = 2;
+      s.initial_state = in;
+      s.final_state = out;
+      s.seed = 400 + 3 * in + out;
+      RandomProblem p = make_random_problem(s);
+      char name[96];
+      std::snprintf(name, sizeof(name), "single pass state in %d out %d", in, out);
+      expect_close(name, gpu_vs_f64(p, always), 5e-3, out == KDA_DTYPE_BF16 ? 6e-3 : 4e-3);
+    }
+  struct Option {
+    const char* name;
+    void (*set)(kda_fwd_params&);
+    bool without_A_log_dt_bias;
+  };
+  const Option options[] = {
+      {"beta as a probability", [](kda_fwd_params& p) { p.beta_sigmoid = 0; }, false},
+      {"allow_neg_eigval", [](kda_fwd_params& p) { p.allow_neg_eigval = 1; }, false},
+      {"no L2 norm", [](kda_fwd_params& p) { p.qk_l2norm = 0; }, false},
+      {"lower bound -1, scale 0.3", [](kda_fwd_params& p) { p.lower_bound = -1.0, p.scale = 0.3; }, false},
+      {"no A_log and dt_bias", [](kda_fwd_params&) {}, true},
+  };
+  uint64_t seed = 500;
+  for (const Option& o : options) {
+    ProblemSpec s;
+    s.B = 2;
+    s.T = 61;
+    s.H = 1;
+    s.HV = 2;
+    s.with_A_log = s.with_dt_bias = !o.without_A_log_dt_bias;
+    s.seed = ++seed;
+    RandomProblem p = make_random_problem(s);
+    const bool raw_keys = std::strcmp(o.name, "no L2 norm") == 0;
+    auto adjust = [&](kda_fwd_params& q) {
+      o.set(q);
+      if (raw_keys) q.beta_sigmoid = 0;  // b = beta, chosen below
+      always(q);
+    };
+    if (raw_keys) {
+      // Unnormalised keys (norm ~sqrt(128)) would make the delta rule expand: keys scaled down and b in
+      // [0, ~1], so that b |k|² stays below 2.
+      for (uint16_t& x : p.k) x = float_to_bf16(bf16_to_float(x) * 0.05f);
+      for (uint16_t& x : p.beta) x = float_to_bf16(std::fabs(bf16_to_float(x)) * 0.3f);
+    }
+    expect_close((std::string("single pass, ") + o.name).c_str(), gpu_vs_f64(p, adjust), 5e-3, 5e-3);
+  }
+}
+
+TEST(GpuSinglePass, Float32BetaAndRowsWhoseNormOverflows) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 1;
+  s.T = 48;
+  s.H = s.HV = 2;
+  s.seed = 600;
+  RandomProblem p = make_random_problem(s);
+  // Rows of q and k near the largest bf16 (sum of squares beyond float32): the rescaled path; a whole
+  // row, one element and a row of a later chunk.
+  const int64_t K = 128;
+  auto row = [&](std::vector<uint16_t>& x, int64_t t, int64_t h) { return x.data() + (t * s.H + h) * K; };
+  for (int64_t c = 0; c < K; ++c) row(p.q, 3, 0)[c] = float_to_bf16((c % 2 ? -1.0f : 1.0f) * 3.0e38f);
+  row(p.k, 5, 1)[7] = float_to_bf16(-3.3e38f);
+  for (int64_t c = 0; c < K; ++c) row(p.k, 40, 0)[c] = float_to_bf16(2.0e30f * static_cast<float>(c % 5));
+  expect_close("single pass, rows near the largest bf16", gpu_vs_f64(p, always), 5e-3, 4e-3);
+  // beta in float32 (the same values).
+  std::vector<float> beta32(p.beta.size());
+  for (size_t i = 0; i < beta32.size(); ++i) beta32[i] = bf16_to_float(p.beta[i]);
+  RandomProblem p32 = p;
+  expect_close("single pass, f32 beta", gpu_vs_f64(p32, [&](kda_fwd_params& q) {
+                 q.beta.data = beta32.data();
+                 q.beta.dtype = KDA_DTYPE_F32;
+                 for (int d = 0; d < 4; ++d) q.beta.stride[d] = p.params().beta.stride[d];
+                 always(q);
+               }),
+               5e-3, 4e-3);
+  expect_identical(p, p32, "single pass: f32 beta vs its bf16 values");
+}
+
+TEST(GpuSinglePass, DeterministicAndInPlace) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 3;
+  s.T = 300;
+  s.H = 2;
+  s.HV = 4;
+  s.seed = 700;
+  RandomProblem a = make_random_problem(s);
+  RandomProblem b = a;
+  kda_fwd_params pa = a.params(), pb = b.params();
+  always(pa);
+  always(pb);
+  ASSERT_EQ(run_on_gpu(pa, 3).code, KDA_OK);
+  ASSERT_EQ(run_on_gpu(pb).code, KDA_OK);
+  expect_identical(a, b, "single pass: repeated runs");
+  // In place: final_state is initial_state's own buffer.
+  RandomProblem c = make_random_problem(s);
+  kda_fwd_params pc = c.params();
+  pc.final_state.data = pc.initial_state.data;
+  always(pc);
+  ASSERT_EQ(run_on_gpu(pc).code, KDA_OK);
+  EXPECT_EQ(0, std::memcmp(c.initial_f32.data(), a.final_f32.data(), a.final_f32.size() * 4)) << "in place";
+  EXPECT_EQ(0, std::memcmp(c.out.data(), a.out.data(), a.out.size() * 2)) << "in place: out";
+}
+
+TEST(GpuSinglePass, RefusesWhatItDoesNotTakeByName) {
+  KDA_SKIP_WITHOUT_SM90();
+  auto expect_refused = [](RandomProblem& p, const std::function<void(kda_fwd_params&)>& adjust, const char* word) {
+    kda_fwd_params q = p.params();
+    adjust(q);
+    always(q);
+    const kda_status st = run_on_gpu(q);
+    EXPECT_EQ(st.code, KDA_ERROR_UNSUPPORTED) << word << ": " << st.message;
+    EXPECT_NE(std::string(st.message).find("single_pass"), std::string::npos) << st.message;
+    EXPECT_NE(std::string(st.message).find(word), std::string::npos) << st.message;
+  };
+  ProblemSpec s;
+  s.B = 1;
+  s.T = 64;
+  s.H = s.HV = 2;
+  s.cu_seqlens = {0, 20, 64};
+  RandomProblem varlen = make_random_problem(s);
+  expect_refused(varlen, [](kda_fwd_params&) {}, "cu_seqlens");
+  s.cu_seqlens.clear();
+  s.gate = KDA_GATE_SOFTPLUS;
+  RandomProblem softplus = make_random_problem(s);
+  expect_refused(softplus, [](kda_fwd_params&) {}, "gate other than");
+  s.gate = KDA_GATE_BOUNDED;
+  RandomProblem plain = make_random_problem(s);
+  // v broadcast over tokens (stride 0): no tensor map describes it.
+  expect_refused(plain, [](kda_fwd_params& q) { q.v.stride[1] = 0; }, "describes v");
+  // An unknown value: refused by validation, naming the field.
+  kda_fwd_params bad = plain.params();
+  bad.single_pass = 3;
+  size_t bytes = 0;
+  const kda_status st = kda_fwd_workspace_size(&bad, &bytes);
+  EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(st.message).find("single_pass"), std::string::npos) << st.message;
+}
+
+}  // namespace
+}  // namespace kda::test
