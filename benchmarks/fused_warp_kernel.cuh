@@ -143,14 +143,14 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
     auto bar_of = [&](uint32_t i) -> uint64_t* {
       if constexpr (kDouble) return &ps.bar[i & 1]; else return &ps.bar;
     };
-    if (kDouble && warp < a.chunks) bench_prep::prep_warp_issue(in_of(0), bar_of(0), a.pp, &a.qmap, &a.kmap, &a.gmap, warp, hv, hv);
+    if (kDouble && warp < a.chunks) bench_prep::prep_warp_issue(in_of(0), bar_of(0), a.pp, &a.qmap, &a.kmap, &a.gmap, bench_prep::chunk_coords(a.pp, warp), hv, hv);
     uint32_t i = 0;  // this warp's chunks so far
     if constexpr (kLate) {
       for (int c = warp; c < a.chunks; c += kPW, ++i) {
         const int s = c % kRing, slot = c % kSlots;
         constexpr bool kSkip = (kFlags & kSkipPrep) != 0;
         constexpr bool kPartial = (kFlags & kPartialChunks) != 0;
-        if (!kSkip) bench_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv, hv);
+        if (!kSkip) bench_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, a.pp, &a.qmap, &a.kmap, &a.gmap, bench_prep::chunk_coords<kPartial>(a.pp, c), hv, hv);
         if ((kFlags & kPrefetchNext) && lane == 0 && c + kPW < a.chunks)
           bench_prep::prefetch_chunk_l2<kPartial>(a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv);
         auto acquire = [&]() -> uint8_t* {
@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
         if constexpr (kSkip)
           acquire();
         else
-          bench_prep::prep_warp_chunk<bench_prep::RecordTo::kLate, kKeyUnroll, kPartial>(a.pp, ps.in, ps.A, ps.tb, &ps.bar, c, hv,
+          bench_prep::prep_warp_chunk<bench_prep::RecordTo::kLate, kKeyUnroll, kPartial>(a.pp, ps.in, ps.A, ps.tb, &ps.bar,
+                                                                               bench_prep::chunk_coords<kPartial>(a.pp, c), hv,
                                                                                nullptr, i & 1, &ps, acquire, st.dtb);
         ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
         ptx::mbar_arrive(&st.full[slot]);
@@ -177,9 +178,9 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
       for (int c = warp; c < a.chunks; c += kPW, ++i) {
         const int s = c % kRing, slot = c % kSlots;
         if constexpr (kDouble) {
-          if (c + kPW < a.chunks) bench_prep::prep_warp_issue(in_of(i + 1), bar_of(i + 1), a.pp, &a.qmap, &a.kmap, &a.gmap, c + kPW, hv, hv);
+          if (c + kPW < a.chunks) bench_prep::prep_warp_issue(in_of(i + 1), bar_of(i + 1), a.pp, &a.qmap, &a.kmap, &a.gmap, bench_prep::chunk_coords(a.pp, c + kPW), hv, hv);
         } else {
-          bench_prep::prep_warp_issue(in_of(i), bar_of(i), a.pp, &a.qmap, &a.kmap, &a.gmap, c, hv, hv);
+          bench_prep::prep_warp_issue(in_of(i), bar_of(i), a.pp, &a.qmap, &a.kmap, &a.gmap, bench_prep::chunk_coords(a.pp, c), hv, hv);
         }
         if (c >= kRing) {  // the stage's previous chunk consumed
           const int prev = c - kRing;
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kFusedWarpThreads<kPW, kFlags>, 1) fused_warp_
         // The copies' completion arrives on the slot's barrier by itself (racecheck follows this; with
         // cp.async.wait_group and a plain arrival it reported the values' writes of consecutive uses).
         ptx::cp_async_arrive_noinc(&st.full[slot]);
-        bench_prep::prep_warp_chunk<bench_prep::RecordTo::kStage>(a.pp, in_of(i), ps.A, ps.tb, bar_of(i), c, hv,
+        bench_prep::prep_warp_chunk<bench_prep::RecordTo::kStage>(a.pp, in_of(i), ps.A, ps.tb, bar_of(i), bench_prep::chunk_coords(a.pp, c), hv,
                                                                   reinterpret_cast<uint8_t*>(&st.stage[s]), kDouble ? (i >> 1) & 1 : i & 1);
         ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
         ptx::mbar_arrive(&st.full[slot]);

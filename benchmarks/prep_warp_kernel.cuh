@@ -29,8 +29,8 @@ __global__ void __launch_bounds__(32 * NW) prep_warp_kernel(const __grid_constan
     ptx::fence_barrier_init();
   }
   __syncwarp();
-  prep_warp_issue<kPartial>(s.in, &s.bar, p, &qmap, &kmap, &gmap, vc, hv, hv);
-  prep_warp_chunk<RecordTo::kGlobal, 8, kPartial>(p, s.in, s.A, s.tb, &s.bar, vc, hv, rec, 0);
+  prep_warp_issue<kPartial>(s.in, &s.bar, p, &qmap, &kmap, &gmap, chunk_coords<kPartial>(p, vc), hv, hv);
+  prep_warp_chunk<RecordTo::kGlobal, 8, kPartial>(p, s.in, s.A, s.tb, &s.bar, chunk_coords<kPartial>(p, vc), hv, rec, 0);
 }
 
 }  // namespace kda::bench_prep

@@ -103,8 +103,8 @@ typedef enum kda_single_pass {
   KDA_SINGLE_PASS_AUTO = 0,   /* the single pass where it takes the problem and is faster on this GPU */
   KDA_SINGLE_PASS_NEVER = 1,  /* always the two kernels */
   KDA_SINGLE_PASS_ALWAYS = 2  /* always the single pass; KDA_ERROR_UNSUPPORTED where it does not take
-                                 the problem (cu_seqlens, a gate other than BOUNDED, g not bf16, q, k,
-                                 g or v without a tensor map: see the message) */
+                                 the problem (a gate other than BOUNDED, g not bf16, q, k, g or v
+                                 without a tensor map: see the message) */
 } kda_single_pass;
 
 typedef struct kda_fwd_params {

@@ -39,7 +39,6 @@ constexpr int64_t kAutoFillNum = 7, kAutoFillDen = 10;
 
 const char* single_pass_limit(const Problem& pr) {
   const kda_fwd_params& a = *pr.params;
-  if (pr.varlen) return "cu_seqlens (variable-length batches)";
   if (a.gate != KDA_GATE_BOUNDED) return "a gate other than KDA_GATE_BOUNDED";
   if (a.g.dtype != KDA_DTYPE_BF16) return "g in a dtype other than bf16";
   if (pr.K != 128 || pr.V != 128) return "K or V other than 128";
@@ -62,13 +61,15 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_
     return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but the single pass does not take %s",
                       why);
   }
-  CUtensorMap qmap{}, kmap{}, gmap{}, vmap{};  // (T = 0: never used, the kernel copies the states)
-  const char* unmapped = pr.T == 0                                 ? nullptr
-                         : !box_map(a.q, pr.H, pr.T, pr.B, &qmap)    ? "q"
-                         : !box_map(a.k, pr.H, pr.T, pr.B, &kmap)  ? "k"
-                         : !box_map(a.g, pr.HV, pr.T, pr.B, &gmap) ? "g"
-                         : !box_map(a.v, pr.HV, pr.T, pr.B, &vmap) ? "v"
-                                                                   : nullptr;
+  // The tensors as [B, T, heads, 128], or packed as [1, B*T, heads, 128] with cu_seqlens.
+  const int64_t T = pr.varlen ? pr.T_total : pr.T, B = pr.varlen ? 1 : pr.B;
+  CUtensorMap qmap{}, kmap{}, gmap{}, vmap{};  // (no tokens: never used, the kernel copies the states)
+  const char* unmapped = T == 0                               ? nullptr
+                         : !box_map(a.q, pr.H, T, B, &qmap)   ? "q"
+                         : !box_map(a.k, pr.H, T, B, &kmap)   ? "k"
+                         : !box_map(a.g, pr.HV, T, B, &gmap)  ? "g"
+                         : !box_map(a.v, pr.HV, T, B, &vmap)  ? "v"
+                                                              : nullptr;
   if (unmapped != nullptr) {
     if (!always) return make_ok();
     return make_error(KDA_ERROR_UNSUPPORTED,
@@ -87,14 +88,13 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_
   sp.initial_is_f32 = pr.has_initial_state && a.initial_state.dtype == KDA_DTYPE_F32;
   sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   sp.HV = static_cast<int32_t>(pr.HV);
-  sp.chunks = static_cast<int32_t>((pr.T + 15) / 16);
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const dim3 grid(static_cast<unsigned>(pr.N * pr.HV));
   constexpr int kSmem = static_cast<int>(tile::smem_bytes<SinglePassLayout::Storage>());
   // A programmatic dependent launch of the caller's previous kernel, as the preparation is (the kernel
   // waits for it before reading anything).
   const kda_status s =
-      pr.T % 16 == 0
+      !pr.varlen && pr.T % 16 == 0
           ? launch_with_smem<single_pass_kernel<false>>("single_pass_kernel", grid, SinglePassLayout::kThreads, kSmem,
                                                         stream, true, sp, qmap, kmap, gmap, vmap)
           : launch_with_smem<single_pass_kernel<true>>("single_pass_kernel", grid, SinglePassLayout::kThreads, kSmem,

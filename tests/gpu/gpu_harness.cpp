@@ -101,7 +101,7 @@ int32_t test_single_pass_mode(const kda_fwd_params& p) {
     std::abort();
   }
   if (mode != KDA_SINGLE_PASS_ALWAYS) return mode;
-  // What the public header says the single pass takes: no cu_seqlens, the bounded gate, g in bf16, and
+  // What the public header says the single pass takes: the bounded gate, g in bf16, and
   // q, k, g, v that a tensor map describes (innermost dimension contiguous, the other strides positive
   // multiples of 8 elements where the dimension has more than one element; device buffers aligned).
   auto mappable = [](const kda_tensor& t) {
@@ -112,7 +112,7 @@ int32_t test_single_pass_mode(const kda_fwd_params& p) {
   };
   // Tests that choose a sequence-parallel plan are about the two kernels: left as they are.
   if (p.context_split != 0 || p.context_method != KDA_CONTEXT_AUTO || p.context_warmup_chunks != 0) return KDA_SINGLE_PASS_AUTO;
-  const bool takes = p.cu_seqlens.data == nullptr && p.gate == KDA_GATE_BOUNDED && p.g.dtype == KDA_DTYPE_BF16 &&
+  const bool takes = p.gate == KDA_GATE_BOUNDED && p.g.dtype == KDA_DTYPE_BF16 &&
                      mappable(p.q) && mappable(p.k) && mappable(p.g) && mappable(p.v);
   return takes ? KDA_SINGLE_PASS_ALWAYS : KDA_SINGLE_PASS_AUTO;
 }

@@ -1,6 +1,7 @@
 // The single pass (single_pass_kernel.cuh; docs/design.md §3.5) forced by params.single_pass =
 // KDA_SINGLE_PASS_ALWAYS, which makes kda_fwd fail rather than fall back, so a passing test ran it:
-// against the float64 recurrence across batch rows, partial chunks, grouped heads, state dtypes,
+// against the float64 recurrence across batch rows, packed sequences (cu_seqlens; a sequence of
+// Inf / NaN leaves its neighbours untouched), partial chunks, grouped heads, state dtypes,
 // gates' options and the L2 norm's rescaled path; next to the two kernels; bitwise deterministic, in
 // place equal to out of place; and every problem it does not take refused by name. (The whole GPU
 // suite also runs on it: FLASH_KDA_TEST_SINGLE_PASS=always, gpu_harness.h.)
@@ -61,6 +62,81 @@ TEST(GpuSinglePass, ShapesAgainstFloat64AndTheTwoKernels) {
     EXPECT_LT(dout, 5e-3) << name;
     EXPECT_LT(dstate, 2e-3) << name;
   }
+}
+
+TEST(GpuSinglePass, PackedSequencesAgainstFloat64AndTheTwoKernels) {
+  KDA_SKIP_WITHOUT_SM90();
+  // Empty sequences, one token, partial chunks next to whole ones, a long one; int32 and int64 offsets.
+  struct Packed {
+    int64_t H, HV;
+    std::vector<int64_t> cu;
+  };
+  // Up to 384 sequences run longest first (single_pass_kernel's longest_first), more in index order.
+  std::vector<int64_t> many{0};
+  for (int i = 0; i < 400; ++i) many.push_back(many.back() + (i * 7) % 41);
+  const Packed cases[] = {{2, 2, {0, 0, 1, 16, 17, 33, 33, 100, 200}},
+                          {1, 4, {0, 300, 301, 640}},
+                          {2, 2, {0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256}},
+                          {1, 1, {0, 1000, 1003, 1019, 1500}},
+                          {1, 1, std::vector<int64_t>(many.begin(), many.begin() + 385)},
+                          {1, 1, many}};
+  uint64_t seed = 350;
+  for (const Packed& pk : cases) {
+    for (kda_dtype cu : {KDA_DTYPE_I64, KDA_DTYPE_I32}) {
+      ProblemSpec s;
+      s.B = 1;
+      s.T = pk.cu.back();
+      s.H = pk.H;
+      s.HV = pk.HV;
+      s.cu_seqlens = pk.cu;
+      s.cu_dtype = cu;
+      s.seed = ++seed;
+      RandomProblem one = make_random_problem(s);
+      RandomProblem two = one;
+      char name[96];
+      std::snprintf(name, sizeof(name), "single pass packed, %zu sequences of %lld tokens, HV %lld, %s", pk.cu.size() - 1,
+                    static_cast<long long>(s.T), static_cast<long long>(s.HV), cu == KDA_DTYPE_I64 ? "int64" : "int32");
+      expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
+      expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
+      const auto [dout, dstate] = distance(one, two);
+      std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
+      EXPECT_LT(dout, 5e-3) << name;
+      EXPECT_LT(dstate, 2e-3) << name;
+    }
+  }
+}
+
+TEST(GpuSinglePass, NeighboursPoisonNothing) {
+  KDA_SKIP_WITHOUT_SM90();
+  // A packed batch whose middle sequence holds Inf and NaN in q, k, v and g: the sequences around it
+  // (partial chunks next to it: their padding rows are its tokens) equal a run without it.
+  ProblemSpec s;
+  s.B = 1;
+  s.T = 90;
+  s.H = s.HV = 2;
+  s.cu_seqlens = {0, 37, 51, 90};
+  s.seed = 380;
+  RandomProblem clean = make_random_problem(s);
+  RandomProblem dirty = clean;
+  const uint16_t inf = 0x7f80, nan = 0x7fc0;
+  for (int64_t t = 37; t < 51; ++t)
+    for (int64_t i = 0; i < s.H * 128; ++i) {
+      dirty.q[t * s.H * 128 + i] = (i % 2) ? inf : nan;
+      dirty.k[t * s.H * 128 + i] = (i % 3) ? nan : inf;
+      dirty.v[t * s.HV * 128 + i] = inf;
+      dirty.g[t * s.HV * 128 + i] = nan;
+    }
+  kda_fwd_params pc = clean.params(), pd = dirty.params();
+  always(pc);
+  always(pd);
+  ASSERT_EQ(run_on_gpu(pc).code, KDA_OK);
+  ASSERT_EQ(run_on_gpu(pd).code, KDA_OK);
+  const size_t row = static_cast<size_t>(s.HV) * 128;
+  for (int64_t t : {int64_t{0}, int64_t{36}, int64_t{51}, int64_t{89}})
+    EXPECT_EQ(0, std::memcmp(&clean.out[t * row], &dirty.out[t * row], row * 2)) << "token " << t;
+  const size_t unit = 128 * 128 * static_cast<size_t>(s.HV);
+  EXPECT_EQ(0, std::memcmp(&clean.final_f32[0], &dirty.final_f32[0], unit * 4)) << "sequence 0";
+  EXPECT_EQ(0, std::memcmp(&clean.final_f32[2 * unit], &dirty.final_f32[2 * unit], unit * 4)) << "sequence 2";
 }
 
 TEST(GpuSinglePass, StateDtypesAndOptions) {
@@ -189,10 +265,6 @@ TEST(GpuSinglePass, RefusesWhatItDoesNotTakeByName) {
   s.B = 1;
   s.T = 64;
   s.H = s.HV = 2;
-  s.cu_seqlens = {0, 20, 64};
-  RandomProblem varlen = make_random_problem(s);
-  expect_refused(varlen, [](kda_fwd_params&) {}, "cu_seqlens");
-  s.cu_seqlens.clear();
   s.gate = KDA_GATE_SOFTPLUS;
   RandomProblem softplus = make_random_problem(s);
   expect_refused(softplus, [](kda_fwd_params&) {}, "gate other than");

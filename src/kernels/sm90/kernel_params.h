@@ -145,8 +145,8 @@ inline constexpr int kKrLoBytes = 16 * 128 * 2;
 #endif
 inline constexpr bool kFinalSplit = FLASH_KDA_FINAL_SPLIT != 0;
 
-// single_pass_kernel (single_pass_kernel.cuh): the forward pass in one launch for a fixed-length
-// batch; q, k, g and v also come as tensor maps (kernel parameters of their own).
+// single_pass_kernel (single_pass_kernel.cuh): the forward pass in one launch; q, k, g and v also come
+// as tensor maps (kernel parameters of their own).
 struct SinglePassParams {
   PrepParams pp;  // the preparation's inputs and options (records, chunk_bounds, kr_lo, tail unused)
   const uint16_t* v;
@@ -156,7 +156,6 @@ struct SinglePassParams {
   void* final_state;          // idem (may be initial_state itself: each CTA reads its unit before writing it)
   int32_t initial_is_f32, final_is_f32;
   int32_t HV;
-  int32_t chunks;  // per sequence: ceil(T / 16)
 };
 
 // deferred_final_kernel (deferred_final_kernel.cuh): the final states pass 1 of an in-place

@@ -1,5 +1,5 @@
 // single_pass_kernel: the forward pass in one launch and without the chunk record in global memory
-// (issue 10; docs/design.md §3.5). One CTA per (sequence, value head) of a fixed-length batch:
+// (issue 10; docs/design.md §3.5). One CTA per (sequence, value head):
 //
 //   eight preparation warps   warp w prepares chunks w, w + 8, ... (warp_prep.cuh, RecordTo::kLate):
 //                             q, k, g by tensor copies into its own boxes, the chunk's §2.1 quantities
@@ -23,10 +23,10 @@
 // (as the two-kernel path's, RecurrenceParams::kr_lo): the warp preparing the last chunk writes Kr's
 // low part into `kr_lo` of the shared storage.
 //
-// Limits (the launcher checks them, single_pass_sm90.cu): fixed-length batches (no cu_seqlens), the
-// bounded gate with g in bf16, q, k, g and v that tensor maps describe. kPartial: T not a multiple of
-// 16 (the last chunk's padding rows masked as design.md §2.4 says; 3-5% slower, so a separate
-// instance).
+// Limits (the launcher checks them, single_pass_sm90.cu): the bounded gate with g in bf16, q, k, g and
+// v that tensor maps describe ([B, T, heads, 128], or [1, B*T, heads, 128] with cu_seqlens). kPartial:
+// a sequence may end inside a chunk (T not a multiple of 16, or cu_seqlens): its padding rows masked as
+// design.md §2.4 says, its values by cp.async (3-5% slower, so a separate instance).
 #pragma once
 
 #include <cuda.h>
@@ -38,9 +38,11 @@
 #include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_batch
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/recurrence_task.cuh"                // store_out_rows
+#include "src/kernels/sm90/sequence_map.cuh"
 #include "src/kernels/sm90/warp_prep.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/barrier.cuh"
+#include "src/ptx/cp_async.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/register_budget.h"
 #include "src/ptx/tma.cuh"
@@ -74,6 +76,30 @@ struct SinglePassLayout {
                 "the setmaxnreg split fits in the registers the CTA is launched with");
 };
 
+// Packed batches of at most this many sequences run longest first (single_pass_kernel).
+inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;
+
+// Packed sequences of different lengths: the sequence of rank `rank` by length, longest first (ties by
+// index). CTA b of single_pass_kernel runs rank b / HV, so that the longest chains start in the first
+// wave instead of whenever their index comes (the GPU starts CTAs about in index order); every
+// (sequence, head) is still run by exactly one CTA, with the same arithmetic: only the placement
+// changes. Called by every thread of the CTA (two CTA barriers); N <= kLongestFirstMax. (Not inlined:
+// inlined, its values stayed live into both roles and the kernel spilled ~800 bytes.)
+__device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
+  __shared__ int32_t lens[kLongestFirstMax];
+  __shared__ int32_t ranked;
+  const int n = threadIdx.x;
+  if (n < s.N) lens[n] = sequence_span(s, n).len;
+  __syncthreads();
+  if (n < s.N) {
+    int r = 0;
+    for (int m = 0; m < s.N; ++m) r += lens[m] > lens[n] || (lens[m] == lens[n] && m < n);
+    if (r == rank) ranked = n;
+  }
+  __syncthreads();
+  return ranked;
+}
+
 template <bool kPartial>
 __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     single_pass_kernel(const __grid_constant__ SinglePassParams p, const __grid_constant__ CUtensorMap qmap,
@@ -86,11 +112,13 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
   extern __shared__ unsigned char smem_raw[];
   Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
-  const int seq = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.HV));
+  int seq = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.HV));
   const int hv = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.HV));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int chunks = p.chunks;
-  const bool final_split = kFinalSplit && p.final_state != nullptr && chunks > 0;
+  // The sequence (a batch row, or cu_seqlens' entries clamped to the packed length: never out of
+  // bounds, sequence_map.cuh); cu_seqlens is read after the wait below.
+  SequenceSpan span;
+  int chunks = 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
@@ -107,8 +135,14 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // dependent launch); a dependent of this kernel waits for all of it in turn.
   ptx::wait_primary();
   ptx::launch_dependents();
+  if (p.pp.seq.cu_seqlens != nullptr && p.pp.seq.N <= kLongestFirstMax) seq = longest_first(p.pp.seq, seq);
+  __shared__ int32_t cta_seq;
+  if (threadIdx.x == 0) cta_seq = seq;  // (read after the barrier below)
+  span = sequence_span(p.pp.seq, seq);
+  chunks = (span.len + 15) / 16;
   if (threadIdx.x < 128) st.dtb[threadIdx.x] = p.pp.dt_bias != nullptr ? p.pp.dt_bias[hv * 128 + threadIdx.x] : 0.0f;
   __syncthreads();
+  const bool final_split = kFinalSplit && p.final_state != nullptr && chunks > 0;
 
   if (warp < Lay::kPrepWarps) {
     // ---- Preparation warps ------------------------------------------------------------------------
@@ -117,23 +151,40 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     const int hq = hv / p.pp.group;
     uint32_t i = 0;  // this warp's chunks so far
     for (int c = warp; c < chunks; c += Lay::kPrepWarps, ++i) {
-      const int64_t vc = static_cast<int64_t>(seq) * chunks + c;
-      warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, vc, hv, hq);
+      const warp_prep::ChunkCoords cc{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
+      warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, cc, hv, hq);
       auto acquire = [&]() -> uint8_t* {
         const int s = c % kRing, slot = c % kSlots;
         if (c >= kRing) {  // the stage's previous chunk consumed
           const int prev = c - kRing;
           ptx::mbar_wait(&st.empty[prev % kSlots], (prev / kSlots) & 1);
         }
-        if (lane == 0) {  // the chunk's values: one 16 x 64 box per half (rows beyond T: zeros)
-          ptx::mbar_arrive_expect_tx(&st.full[slot], 2 * L::VtTile::kBytes);
-          ptx::tma_load_4d(st.stage[s].vt[0].bytes, &vmap, 0, hv, 16 * c, seq, &st.full[slot]);
-          ptx::tma_load_4d(st.stage[s].vt[1].bytes, &vmap, 64, hv, 16 * c, seq, &st.full[slot]);
+        if (!kPartial || cc.len == 16) {
+          if (lane == 0) {  // the chunk's values: one 16 x 64 box per half
+            ptx::mbar_arrive_expect_tx(&st.full[slot], 2 * L::VtTile::kBytes);
+            ptx::tma_load_4d(st.stage[s].vt[0].bytes, &vmap, 0, hv, cc.tok0, cc.seq, &st.full[slot]);
+            ptx::tma_load_4d(st.stage[s].vt[1].bytes, &vmap, 64, hv, cc.tok0, cc.seq, &st.full[slot]);
+          }
+        } else {
+          // A partial chunk: the values by cp.async, zero-filled past the sequence (a tensor copy would
+          // bring the next sequence's tokens in a packed batch), landed before lane 0's arrival.
+#pragma unroll
+          for (int m = 0; m < 8; ++m) {
+            const int k = lane + 32 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;  // half, token, 8 rows
+            const bool valid = j < cc.len;
+            const uint16_t* src = p.v + cc.seq * p.v_st.b + static_cast<int64_t>(cc.tok0 + (valid ? j : 0)) * p.v_st.t +
+                                  hv * p.v_st.h + 64 * w + 8 * q;
+            ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, valid);
+          }
+          ptx::cp_async_commit();
+          ptx::cp_async_wait_group<0>();
+          __syncwarp();
+          if (lane == 0) ptx::mbar_arrive(&st.full[slot]);
         }
         return reinterpret_cast<uint8_t*>(&st.stage[s]);
       };
       uint8_t* kr_lo = final_split && c == chunks - 1 ? st.kr_lo.bytes : nullptr;
-      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, vc, hv,
+      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv,
                                                                            nullptr, i & 1, &ps, acquire, st.dtb, kr_lo);
       ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
       ptx::mbar_arrive(&st.full[c % kSlots]);
@@ -144,12 +195,15 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // ---- The consumer warpgroup: value rows 0..63 in S, 64..127 in S2 ----------------------------------
   ptx::setmaxnreg_inc<Lay::kConsumerRegs>();
   const int t = threadIdx.x & 127, wi = t >> 5;
-  const int64_t unit = blockIdx.x;
+  // (The unit's index again at the end, from shared memory: live through the chunk loop beside both
+  // states it made the consumers spill.)
+  auto unit_of = [&] { return static_cast<int64_t>(*static_cast<volatile int32_t*>(&cta_seq)) * p.HV + hv; };
   S_t S, S2;
   auto load_state = [&](S_t& Sh, int row0) {
+    const int64_t base = (unit_of() * 128 + row0) * 128;
 #pragma unroll
     for (int e = 0; e < S_t::kCount; e += 2) {
-      const int64_t idx = (unit * 128 + row0 + S_t::row(t, e)) * 128 + S_t::col(t, e);
+      const int64_t idx = base + S_t::row(t, e) * 128 + S_t::col(t, e);
       if (p.initial_state == nullptr) {
         Sh.v[e] = Sh.v[e + 1] = 0.0f;
       } else if (p.initial_is_f32) {
@@ -169,7 +223,6 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
   rp.out = p.out;
   rp.out_st = p.out_st;
-  const SequenceSpan span{seq, 0, p.pp.seq.T, 0};
   unsigned char* out_tile = st.out[wi];
   auto smem = [](const void* x) { return static_cast<uint32_t>(__cvta_generic_to_shared(x)); };
   // One 64-row half's step on chunk i (stage stg): chunk_recurrence_wgmma_kernel's step; kFinal: the
@@ -222,9 +275,10 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
 
   if (p.final_state != nullptr) {
     auto store_state = [&](const S_t& Sh, int row0) {
+      const int64_t base = (unit_of() * 128 + row0) * 128;
 #pragma unroll
       for (int e = 0; e < S_t::kCount; e += 2) {
-        const int64_t idx = (unit * 128 + row0 + S_t::row(t, e)) * 128 + S_t::col(t, e);
+        const int64_t idx = base + S_t::row(t, e) * 128 + S_t::col(t, e);
         if (p.final_is_f32)
           *reinterpret_cast<float2*>(static_cast<float*>(p.final_state) + idx) = make_float2(Sh.v[e], Sh.v[e + 1]);
         else

@@ -74,26 +74,27 @@ __device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
   hi = __uint_as_float(w & 0xffff0000u);
 }
 
-// Virtual chunk vc of the fixed-length batch: its sequence (the batch row) and first token. Chunks per
-// sequence: ceil(T / 16), the last one partial when T is not a multiple of 16; kPartial = false: T a
-// multiple of 16 (the whole-chunk code, no masks).
+// A chunk: its batch row, first token and valid tokens (16 but in a sequence's partial last chunk).
 struct ChunkCoords {
-  int seq, tok0;
+  int seq, tok0, len;
 };
+// Virtual chunk vc of a fixed-length batch: chunks per sequence ceil(T / 16), the last one partial when
+// T is not a multiple of 16; kPartial = false: T a multiple of 16 (the whole-chunk code, no masks).
 template <bool kPartial = false>
 __device__ __forceinline__ ChunkCoords chunk_coords(const sm90::PrepParams& p, int64_t vc) {
   const int per = kPartial ? (p.seq.T + 15) / 16 : p.seq.T / 16;
-  return ChunkCoords{static_cast<int>(vc / per), static_cast<int>(vc % per) * 16};
+  const int tok0 = static_cast<int>(vc % per) * 16;
+  return ChunkCoords{static_cast<int>(vc / per), tok0, kPartial ? min(16, p.seq.T - tok0) : 16};
 }
 
-// The tensor copies of chunk vc's q, k (query head hq) and g (value head hv) into `in`, completing on `bar` (initialised by the
+// The tensor copies of chunk cc's q, k (query head hq) and g (value head hv) into `in`, completing on `bar` (initialised by the
 // caller, one arrival). The boxes' previous contents were read through the generic proxy: that is
 // ordered before the copies here.
 template <bool kPartial = false>
 __device__ __forceinline__ void prep_warp_issue(unsigned char (&in)[6][2048], uint64_t* bar, const sm90::PrepParams& p,
                                                 const CUtensorMap* qmap, const CUtensorMap* kmap,
-                                                const CUtensorMap* gmap, int64_t vc, int hv, int hq) {
-  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
+                                                const CUtensorMap* gmap, ChunkCoords cc, int hv, int hq) {
+  const int seq = cc.seq, tok0 = cc.tok0;
   ptx::fence_proxy_async_shared();
   __syncwarp();
   if ((threadIdx.x & 31) == 0) {
@@ -124,7 +125,8 @@ struct NoAcquire {
 template <bool kPartial = false>
 __device__ __forceinline__ void prefetch_chunk_l2(const sm90::PrepParams& p, const CUtensorMap* qmap,
                                                   const CUtensorMap* kmap, const CUtensorMap* gmap, int64_t vc, int hv) {
-  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
+  const ChunkCoords cc = chunk_coords<kPartial>(p, vc);
+  const int seq = cc.seq, tok0 = cc.tok0;
   const CUtensorMap* maps[3] = {qmap, kmap, gmap};
 #pragma unroll
   for (int m = 0; m < 3; ++m)
@@ -174,8 +176,8 @@ __device__ __forceinline__ uint32_t rescale_box_rows(unsigned char* boxes, int l
   return rows;
 }
 
-// One chunk (virtual chunk vc of value head hv of a fixed-length batch; a partial last chunk only with
-// kPartial, whose padding rows are masked: design.md §2.4) by one warp,
+// One chunk (cc, of value head hv; a partial last chunk only with kPartial, whose padding rows are
+// masked: design.md §2.4) by one warp,
 // its q, k, g arriving in `in` on `bar` with phase parity `parity` (prep_warp_issue), its record where
 // kTo says; into a stage (kStage, kLate) every store a shared one, and the caller publishes the stage
 // (its proxy fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
@@ -183,7 +185,7 @@ __device__ __forceinline__ uint32_t rescale_box_rows(unsigned char* boxes, int l
 // from `dt_s` (128 floats in shared memory, zeros without dt_bias) instead of registers.
 template <RecordTo kTo, int kKeyUnroll = 8, bool kPartial = false, class Acquire = NoAcquire>
 __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsigned char (&in)[6][2048], float* A,
-                                                float* tb, uint64_t* bar, int64_t vc, int hv, uint8_t* rec,
+                                                float* tb, uint64_t* bar, ChunkCoords cc, int hv, uint8_t* rec,
                                                 uint32_t parity, WarpSmemLate* park = nullptr, Acquire acquire = {},
                                                 const float* dt_s = nullptr, uint8_t* kr_lo_ptr = nullptr) {
   // (A 32-bit shared address: a 64-bit pointer live through the key loops cost the single pass spills.)
@@ -193,10 +195,11 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   using namespace sm90;
   using namespace sm90::prep_detail;
   const int lane = threadIdx.x & 31;
-  const auto [seq, tok0] = chunk_coords<kPartial>(p, vc);
+  const int seq = cc.seq, tok0 = cc.tok0;
   // Valid tokens of the chunk (design.md §2.4: rows L.. are padding with q̂ = k̂ = 0, a = 0, b = 0; the
-  // tensor copies fill them with zeros beyond T, and they are masked here as well).
-  const int L = kPartial ? min(16, p.seq.T - tok0) : 16;
+  // tensor copies fill them with zeros beyond a fixed batch's T, with the next sequence's tokens in a
+  // packed batch: they are masked here).
+  const int L = kPartial ? cc.len : 16;
   // While the boxes fly: the loads of beta, A_log and the lane's 16 dt_bias values (used after the
   // wait: a use before it stalls the warp on the load, 17% of the stall samples when dt_bias was read
   // in the key loop).
@@ -229,18 +232,21 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   float b_own = 0.0f;
   if constexpr (kPartial) b_own = beta_of_lane();
 
-  // The lane's tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9 valid (padding rows: q̂ = k̂ = 0 by qinv = kinv =
-  // 0 below). Their gate: a partial chunk's padding rows of g become bf16 -inf in the g boxes, for which
+  // The lane's tokens 2qd, 2qd + 1, 2qd + 8, 2qd + 9 valid (padding rows: q̂ = k̂ = 0 by their zeroed
+  // boxes and qinv = kinv = 0 below). Their gate: a partial chunk's padding rows of g become bf16 -inf in the g boxes, for which
   // bounded_log2_decay gives exactly 0 (c2 / (1 + 2^inf)), so G stays constant after the last valid
   // row without a select per element (a select cost the single pass 6-8%).
   bool tok_valid[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) tok_valid[e] = !kPartial || 2 * qd + (e & 1) + 8 * (e >> 1) < L;
   if constexpr (kPartial) {
-    if (L < 16) {  // warp-uniform; rows L..15 of both g boxes (a row is 8 whole 16-byte chunks: no swizzle)
-      for (int i = lane; i < 2 * (16 - L) * 8; i += 32) {
-        const int pn = i / ((16 - L) * 8), rem = i % ((16 - L) * 8), row = L + rem / 8, c16 = rem % 8;
-        *reinterpret_cast<uint4*>(in[kInG + pn] + row * 128 + 16 * c16) = make_uint4(0xff80ff80u, 0xff80ff80u, 0xff80ff80u, 0xff80ff80u);
+    if (L < 16) {  // warp-uniform; rows L..15 of the six boxes (a row is 8 whole 16-byte chunks: no swizzle):
+      // g's -inf, q's and k's zeros (in a packed batch they hold the next sequence's tokens, which must not
+      // reach this one's even as an Inf times zero)
+      for (int i = lane; i < 6 * (16 - L) * 8; i += 32) {
+        const int box = i / ((16 - L) * 8), rem = i % ((16 - L) * 8), row = L + rem / 8, c16 = rem % 8;
+        const uint32_t x = box >= kInG ? 0xff80ff80u : 0u;
+        *reinterpret_cast<uint4*>(in[box] + row * 128 + 16 * c16) = make_uint4(x, x, x, x);
       }
       __syncwarp();
     }
