@@ -2,7 +2,6 @@
 // its tensor maps and its launch. fwd_sm90.cu's run_fwd calls it before the two-kernel path.
 #include <cuda_runtime.h>
 
-#include <cstdio>
 
 #include "src/kernels/sm90/single_pass_kernel.cuh"
 #include "src/launch/launch.h"
