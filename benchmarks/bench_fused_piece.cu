@@ -17,7 +17,8 @@
 // 3 stages). --warp-only: kda_fwd and those alone; --only a,b: only the named warp layouts (the
 // names in the check column, or the timed variables of the idle and chain-alone runs; the others print 0).
 //
-// Checked against kda_fwd on the same inputs (one pass, context_split = 1): with prepare_chunk the
+// Checked against kda_fwd on the same inputs (its two kernels in one pass: context_split = 1, single_pass
+// never): with prepare_chunk the
 // outputs must be bitwise equal (the same preparation and step arithmetic; this holds where kda_fwd
 // steps 128-row slices on wgmma, as with the default H = 132: with a few heads its plan takes narrower
 // slices on other instructions, and those layouts then report differences: use --warp-only there); with the warp preparation,
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
     fill_f32<<<64, 256>>>(dt_bias, H * D, 18, false);
     CUDA_OK(cudaDeviceSynchronize());
 
-    // The library, one pass (context_split = 1).
+    // The library on its two kernels, one pass (context_split = 1, single_pass never).
     kda_fwd_params p;
     kda_fwd_params_init(&p);
     const int64_t qk_shape[4] = {1, T, H, D}, beta_shape[3] = {1, T, H}, st_shape[4] = {1, H, D, D};
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
     p.lower_bound = -5.0f;
     p.scale = 1.0f / std::sqrt(128.0f);
     p.context_split = 1;
+    // The two kernels (the pieces here are what they would run; the library's single pass, which the
+    // automatic choice takes from 93 heads on, is the l8c1u2 layout: docs/design.md §3.5).
+    p.single_pass = KDA_SINGLE_PASS_NEVER;
     size_t ws_bytes = 0;
     kda_status s = kda_fwd_workspace_size(&p, &ws_bytes);
     if (s.code != KDA_OK) {
