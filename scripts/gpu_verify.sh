@@ -18,8 +18,10 @@
 #              against kda_fwd: bitwise with prepare_chunk, to 3e-3 with the warp preparation; also with a
 #              partial last chunk), each timed
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
-#   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64):
-#              details page and per-instruction SASS counters (source page, CSV) in the logs
+#   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64) whose
+#              name matches SASS_KERNELS (default "chunk_prep chunk_recurrence"; "single_pass" with a case
+#              the single pass takes): details page and per-instruction SASS counters (source page, CSV)
+#              in the logs, and per role the stall split and HGMMA / HMMA / LDL / STL counts
 #   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
 #              (SWEEP_SPLITS; 0 = the automatic plan) with context_method SWEEP_METHOD (0 automatic,
 #              1 exact, 2 warm-up; default 0): calibrates src/launch/plan.cpp
@@ -253,7 +255,7 @@ stage_profile() {
 
 stage_sass() {
   local rc=0 k c=${SASS_CASE:-T8192_H64}
-  for k in chunk_prep chunk_recurrence; do
+  for k in ${SASS_KERNELS:-chunk_prep chunk_recurrence}; do
     timeout 300 ncu --set full --import-source yes -k "regex:$k" --launch-skip 2 --launch-count 1 -f -o "$LOG/sass_$k" \
       "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$c" --iters 5 >"$LOG/sass_$k.run.log" 2>&1 ||
       rc=$((rc + 1))
@@ -263,6 +265,8 @@ stage_sass() {
     rm -f "$LOG/sass_$k.ncu-rep"
     grep -E "Duration|Executed Ipc A|Issue Slots Busy|Registers Per|Achieved Occupancy|Executed Instructions  " \
       "$LOG/sass_${k}_details.txt" | head -8
+    # Per role (split at setmaxnreg.dec): stall reasons, and the HGMMA / HMMA / local-memory instructions.
+    python3 scripts/ncu_role_stalls.py "$LOG/sass_${k}_source.csv" 2>&1 | head -6
   done
   record sass $rc "logs: sass_*_details.txt, sass_*_source.csv"
 }

@@ -9,7 +9,8 @@ preparation's setmaxnreg.dec) when there is one, else the first EXIT. Everything
 the end of the function, count with the preparation; look at the top instructions to tell them apart).
 
 Usage: ncu_role_stalls.py SOURCE_CSV[.gz] [c|p N]
-  prints per role: stall samples, warp instructions executed, the eight largest stall reasons;
+  prints per role: stall samples, warp instructions executed, the eight largest stall reasons, and the
+  static (executed) counts of HGMMA, WARPGROUP.DEPBAR, HMMA, LDL and STL instructions;
   with c|p N also the N most-sampled instructions of that role.
 Used for docs/performance_notes.md ("The preparation taking its stage late").
 """
@@ -49,6 +50,18 @@ def main():
         top = sorted(per.items(), key=lambda x: -x[1])[:8]
         print(name, "samples", int(tot), "warp instr", int(ins),
               " ".join(f"{k[6:]}={v / tot * 100:.1f}%" for k, v in top))
+        # Tensor-core and local-memory instructions of the role: static count (executed warp instructions).
+        ops = {}
+        for i in range(lo, hi):
+            op = src[i].split()[0] if src[i] else ""
+            if op.startswith("@"):
+                op = src[i].split()[1] if len(src[i].split()) > 1 else ""
+            for key in ("HGMMA", "WARPGROUP.DEPBAR", "HMMA", "LDL", "STL"):
+                if op.startswith(key):
+                    c = ops.setdefault(key, [0, 0])
+                    c[0] += 1
+                    c[1] += int(num(data[i][executed]))
+        print(name, "opcodes", " ".join(f"{k} {v[0]} ({v[1]})" for k, v in sorted(ops.items())) or "none of HGMMA/HMMA/LDL/STL")
     if len(sys.argv) > 3:
         lo, hi = (0, cut) if sys.argv[2] == "c" else (cut, len(src))
         items = sorted(range(lo, hi), key=lambda i: -num(data[i][samples]))[: int(sys.argv[3])]
