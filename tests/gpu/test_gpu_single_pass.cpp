@@ -33,6 +33,19 @@ std::pair<double, double> distance(const RandomProblem& a, const RandomProblem& 
   return {rel_l2(bf16_to_f64(a.out), bf16_to_f64(b.out)), rel_l2(f32_to_f64(a.final_f32), f32_to_f64(b.final_f32))};
 }
 
+// `s` on the single pass (forced) and on the two kernels: each against the float64 recurrence, and the two
+// against each other (out within 5e-3, the f32 final state within 2e-3: they differ by rounding only).
+void check_both_paths(const ProblemSpec& s, const char* name) {
+  RandomProblem one = make_random_problem(s);
+  RandomProblem two = one;
+  expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
+  expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
+  const auto [dout, dstate] = distance(one, two);
+  std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
+  EXPECT_LT(dout, 5e-3) << name;
+  EXPECT_LT(dstate, 2e-3) << name;
+}
+
 TEST(GpuSinglePass, ShapesAgainstFloat64AndTheTwoKernels) {
   KDA_SKIP_WITHOUT_SM90();
   struct Shape {
@@ -50,17 +63,10 @@ TEST(GpuSinglePass, ShapesAgainstFloat64AndTheTwoKernels) {
     s.H = sh.H;
     s.HV = sh.HV;
     s.seed = ++seed;
-    RandomProblem one = make_random_problem(s);
-    RandomProblem two = one;
     char name[96];
     std::snprintf(name, sizeof(name), "single pass B%lld T%lld H%lld HV%lld", static_cast<long long>(sh.B),
                   static_cast<long long>(sh.T), static_cast<long long>(sh.H), static_cast<long long>(sh.HV));
-    expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
-    expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
-    const auto [dout, dstate] = distance(one, two);
-    std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
-    EXPECT_LT(dout, 5e-3) << name;
-    EXPECT_LT(dstate, 2e-3) << name;
+    check_both_paths(s, name);
   }
 }
 
@@ -91,17 +97,10 @@ TEST(GpuSinglePass, PackedSequencesAgainstFloat64AndTheTwoKernels) {
       s.cu_seqlens = pk.cu;
       s.cu_dtype = cu;
       s.seed = ++seed;
-      RandomProblem one = make_random_problem(s);
-      RandomProblem two = one;
       char name[96];
       std::snprintf(name, sizeof(name), "single pass packed, %zu sequences of %lld tokens, HV %lld, %s", pk.cu.size() - 1,
                     static_cast<long long>(s.T), static_cast<long long>(s.HV), cu == KDA_DTYPE_I64 ? "int64" : "int32");
-      expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
-      expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
-      const auto [dout, dstate] = distance(one, two);
-      std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
-      EXPECT_LT(dout, 5e-3) << name;
-      EXPECT_LT(dstate, 2e-3) << name;
+      check_both_paths(s, name);
     }
   }
 }

@@ -121,6 +121,40 @@ __device__ __forceinline__ void step_batch(S_t& S, int t, typename L::Stage& stg
   for (int e = 0; e < 8; ++e) uo.v[e] -= xo.v[e];
 }
 
+// The update after step_batch, committed and not waited for: S += bf16(U)·Kr with U as register A
+// from uo's columns 0..15; kFinal: the last update of a stored final state, U and Kr as hi + lo pairs
+// (U_lo·Kr + U·Kr_lo + U·Kr, the small terms first; Kr's low part at kr_lo, the KrTile layout); kSplitU:
+// U as a pair (U_lo·Kr + U·Kr, FLASH_KDA_SPLIT_U). The recurrence kernel's step and the single pass
+// (single_pass_kernel.cuh) share it.
+template <class L, bool kFinal, bool kSplitU, class S_t, class XO_t>
+__device__ __forceinline__ void step_update(S_t& S, const XO_t& uo, typename L::Stage& stg, const unsigned char* kr_lo) {
+  uint32_t ua[4];
+  const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes));
+  if constexpr (kFinal) {
+    uint32_t ul[4];
+    uo.to_a_split(0, ua, ul);
+    const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(kr_lo));
+    S.fence_operand();
+    ptx::wgmma_fence();
+    S.template mma_rs<1>(ul, d_kr, true);  // the small terms first
+    S.template mma_rs<1>(ua, d_kr_lo, true);
+    S.template mma_rs<1>(ua, d_kr, true);
+  } else if constexpr (kSplitU) {
+    uint32_t ul[4];
+    uo.to_a_split(0, ua, ul);
+    S.fence_operand();
+    ptx::wgmma_fence();
+    S.template mma_rs<1>(ul, d_kr, true);  // the small term first
+    S.template mma_rs<1>(ua, d_kr, true);
+  } else {
+    uo.to_a(0, ua);
+    S.fence_operand();
+    ptx::wgmma_fence();
+    S.template mma_rs<1>(ua, d_kr, true);
+  }
+  ptx::wgmma_commit_group();
+}
+
 }  // namespace wgmma_recurrence_detail
 
 template <int kWG, bool kWarm = false>
@@ -330,31 +364,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
       XO_t xo, uo;
       step_batch<L>(S, t, stg, wg, uo, xo);
-      uint32_t ua[4];
-      const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(stg.kr.bytes));
-      if constexpr (decltype(kFinal)::value) {
-        uint32_t ul[4];
-        uo.to_a_split(0, ua, ul);
-        const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem_addr(st.kr_lo.bytes));
-        S.fence_operand();
-        ptx::wgmma_fence();
-        S.mma_rs<1>(ul, d_kr, true);  // the small terms first
-        S.mma_rs<1>(ua, d_kr_lo, true);
-        S.mma_rs<1>(ua, d_kr, true);
-      } else if constexpr (kWgmmaSplitU) {
-        uint32_t ul[4];
-        uo.to_a_split(0, ua, ul);
-        S.fence_operand();
-        ptx::wgmma_fence();
-        S.mma_rs<1>(ul, d_kr, true);  // the small term first
-        S.mma_rs<1>(ua, d_kr, true);
-      } else {
-        uo.to_a(0, ua);
-        S.fence_operand();
-        ptx::wgmma_fence();
-        S.mma_rs<1>(ua, d_kr, true);
-      }
-      ptx::wgmma_commit_group();
+      step_update<L, decltype(kFinal)::value, kWgmmaSplitU>(S, uo, stg, st.kr_lo.bytes);
       if (out_step) {
         // O = O0 + Oin: columns 16..31 (n-blocks 2, 3), this warp's 16 rows as two m16n8 C fragments.
         float o[2][4];

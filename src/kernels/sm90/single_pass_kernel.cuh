@@ -230,24 +230,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   auto step = [&](S_t& Sh, int half, typename L::Stage& stg, int i, auto kFinal) {
     XO_t xo, uo;
     wgmma_recurrence_detail::step_batch<L>(Sh, t, stg, half, uo, xo);
-    uint32_t ua[4];
-    const uint64_t d_kr = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(stg.kr.bytes));
-    if constexpr (decltype(kFinal)::value) {
-      uint32_t ul[4];
-      uo.to_a_split(0, ua, ul);
-      const uint64_t d_kr_lo = tile::mnmajor_operand<typename L::KrTile>(0).at(smem(st.kr_lo.bytes));
-      Sh.fence_operand();
-      ptx::wgmma_fence();
-      Sh.mma_rs<1>(ul, d_kr, true);  // the small terms first
-      Sh.mma_rs<1>(ua, d_kr_lo, true);
-      Sh.mma_rs<1>(ua, d_kr, true);
-    } else {
-      uo.to_a(0, ua);
-      Sh.fence_operand();
-      ptx::wgmma_fence();
-      Sh.mma_rs<1>(ua, d_kr, true);
-    }
-    ptx::wgmma_commit_group();
+    wgmma_recurrence_detail::step_update<L, decltype(kFinal)::value, false>(Sh, uo, stg, st.kr_lo.bytes);
     {  // O = O0 + Oin, this warp's 16 rows
       float o[2][4];
 #pragma unroll
