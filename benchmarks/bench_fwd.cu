@@ -11,6 +11,8 @@
 // Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]]
 //        [--context-split N]   (kda_fwd_params.context_split: 0 automatic, 1 off, N segments)
 //        [--context-method M]  (kda_fwd_params.context_method: 0 automatic, 1 exact combine, 2 warm-up)
+//        [--context-warmup-chunks W]  (kda_fwd_params.context_warmup_chunks, with --context-method 2: every
+//                               piece warms up W chunks, the bound ignored; testing and measuring only)
 //        [--single-pass S]     (kda_fwd_params.single_pass: 0 automatic, 1 never, 2 always, where a case
 //                               the single pass does not take then fails with its message)
 //        [--trusted-pointers]  (kda_fwd_params.trusted_pointers = 1: no per-tensor device queries;
@@ -109,7 +111,8 @@ struct Result {
   int sets = 1;
 };
 
-Result run_case(const Case& c, int iters, int context_split, int context_method, int single_pass, bool trusted_pointers, bool diagnose,
+Result run_case(const Case& c, int iters, int context_split, int context_method, int warmup_chunks, int single_pass,
+                bool trusted_pointers, bool diagnose,
                 int idle_ms) {
   const bool varlen = c.seq_lens.size() > 1;
   const int64_t B = varlen ? 1 : c.B;
@@ -178,6 +181,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
     p.context_split = context_split;
     p.context_method = context_method;
     p.single_pass = single_pass;
+    p.context_warmup_chunks = warmup_chunks;
     p.trusted_pointers = trusted_pointers ? 1 : 0;
   }
   size_t ws_bytes = 0;
@@ -281,7 +285,7 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
 
 int main(int argc, char** argv) {
   std::string cases_path, json_path, filter;
-  int iters = 50, context_split = 0, context_method = 0, single_pass = 0, idle_ms = 300;
+  int iters = 50, context_split = 0, context_method = 0, warmup_chunks = 0, single_pass = 0, idle_ms = 300;
   bool trusted_pointers = false, diagnose = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -293,13 +297,14 @@ int main(int argc, char** argv) {
     else if (a == "--context-split") context_split = std::atoi(next().c_str());
     else if (a == "--context-method") context_method = std::atoi(next().c_str());
     else if (a == "--single-pass") single_pass = std::atoi(next().c_str());
+    else if (a == "--context-warmup-chunks") warmup_chunks = std::atoi(next().c_str());
     else if (a == "--trusted-pointers") trusted_pointers = true;
     else if (a == "--diagnose") diagnose = true;
     else if (a == "--idle-ms") idle_ms = std::max(0, std::atoi(next().c_str()));
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] "
-                   "[--context-split N] [--context-method M] [--single-pass S] [--trusted-pointers] [--idle-ms N] [--diagnose]\n",
+                   "[--context-split N] [--context-method M] [--context-warmup-chunks W] [--single-pass S] [--trusted-pointers] [--idle-ms N] [--diagnose]\n",
                    argv[0]);
       return 2;
     }
@@ -331,7 +336,8 @@ int main(int argc, char** argv) {
   };
   for (const Case& c : read_cases(cases_path)) {
     if (!matches(filter, c.name)) continue;
-    const Result r = run_case(c, iters, context_split, context_method, single_pass, trusted_pointers, diagnose, idle_ms);
+    const Result r =
+        run_case(c, iters, context_split, context_method, warmup_chunks, single_pass, trusted_pointers, diagnose, idle_ms);
     const double speedup = c.flashkda_ms / r.eager_ms;
     add(c.group, speedup, r.eager_ms);
     add("all", speedup, r.eager_ms);
@@ -347,7 +353,7 @@ int main(int argc, char** argv) {
       json << "{\"group\":\"" << c.group << "\",\"name\":\"" << c.name << "\",\"ms\":" << r.eager_ms
            << ",\"graph_ms\":" << r.graph_ms << ",\"host_us\":" << r.host_us << ",\"floor_ms\":" << c.floor_ms << ",\"flashkda_ms\":" << c.flashkda_ms
            << ",\"fla_ms\":" << c.fla_ms << ",\"input_sets\":" << r.sets << ",\"non_finite\":" << r.non_finite
-           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method << ",\"single_pass\":" << single_pass
+           << ",\"context_split\":" << context_split << ",\"context_method\":" << context_method << ",\"single_pass\":" << single_pass << ",\"context_warmup_chunks\":" << warmup_chunks
            << ",\"idle_ms\":" << idle_ms << ",\"sm_mhz_before\":" << r.sm_mhz_before
            << ",\"sm_mhz_after\":" << r.sm_mhz_after;
     if (json.is_open() && diagnose)

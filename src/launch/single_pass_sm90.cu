@@ -34,6 +34,17 @@ bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorM
 // head) pairs on.
 constexpr int64_t kAutoFillNum = 7, kAutoFillDen = 10;
 
+// One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces
+// with a forced warm-up), as a programmatic dependent launch of the caller's previous kernel (the kernel
+// waits for it before reading anything).
+template <bool kPartial, bool kPieces>
+kda_status launch_kernel_for(dim3 grid, const SinglePassParams& sp, const CUtensorMap& qmap, const CUtensorMap& kmap,
+                             const CUtensorMap& gmap, const CUtensorMap& vmap, cudaStream_t stream) {
+  constexpr int kSmem = static_cast<int>(tile::smem_bytes<SinglePassLayout::Storage>());
+  return launch_with_smem<single_pass_kernel<kPartial, kPieces>>("single_pass_kernel", grid, SinglePassLayout::kThreads,
+                                                                  kSmem, stream, true, sp, qmap, kmap, gmap, vmap);
+}
+
 }  // namespace
 
 const char* single_pass_limit(const Problem& pr) {
@@ -87,17 +98,24 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_
   sp.initial_is_f32 = pr.has_initial_state && a.initial_state.dtype == KDA_DTYPE_F32;
   sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   sp.HV = static_cast<int32_t>(pr.HV);
+  sp.units = static_cast<int32_t>(pr.N * pr.HV);
+  // Pieces only for a warm-up plan with a forced warm-up length (context_warmup_chunks, testing: the
+  // decay bound is not checked and there is no exact fallback; docs/design.md §3.5), not in place (a
+  // last piece would write the final state while piece 0 reads the initial one).
+  const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
+  // (Whole chunks only: the partial instance with pieces would spill beyond what the CI check allows.)
+  sp.pieces = plan.method == SplitMethod::kWarmup && a.context_warmup_chunks > 0 && !in_place && !pr.varlen &&
+                      pr.T % 16 == 0
+                  ? plan.pieces
+                  : 1;
+  sp.forced_warmup = a.context_warmup_chunks;
+  if (sp.units * static_cast<int64_t>(sp.pieces) > 0x7fffffff) sp.pieces = 1;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-  const dim3 grid(static_cast<unsigned>(pr.N * pr.HV));
-  constexpr int kSmem = static_cast<int>(tile::smem_bytes<SinglePassLayout::Storage>());
-  // A programmatic dependent launch of the caller's previous kernel, as the preparation is (the kernel
-  // waits for it before reading anything).
-  const kda_status s =
-      !pr.varlen && pr.T % 16 == 0
-          ? launch_with_smem<single_pass_kernel<false>>("single_pass_kernel", grid, SinglePassLayout::kThreads, kSmem,
-                                                        stream, true, sp, qmap, kmap, gmap, vmap)
-          : launch_with_smem<single_pass_kernel<true>>("single_pass_kernel", grid, SinglePassLayout::kThreads, kSmem,
-                                                       stream, true, sp, qmap, kmap, gmap, vmap);
+  const dim3 grid(static_cast<unsigned>(pr.N * pr.HV * sp.pieces));
+  const bool partial = pr.varlen || pr.T % 16 != 0;
+  const kda_status s = sp.pieces > 1 ? launch_kernel_for<false, true>(grid, sp, qmap, kmap, gmap, vmap, stream)
+                       : partial     ? launch_kernel_for<true, false>(grid, sp, qmap, kmap, gmap, vmap, stream)
+                                     : launch_kernel_for<false, false>(grid, sp, qmap, kmap, gmap, vmap, stream);
   *launched = s.code == KDA_OK;
   return s;
 }

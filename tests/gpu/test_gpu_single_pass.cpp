@@ -138,6 +138,64 @@ TEST(GpuSinglePass, NeighboursPoisonNothing) {
   EXPECT_EQ(0, std::memcmp(&clean.final_f32[2 * unit], &dirty.final_f32[2 * unit], unit * 4)) << "sequence 2";
 }
 
+TEST(GpuSinglePass, ForcedWarmupPiecesMatchTheTwoKernels) {
+  KDA_SKIP_WITHOUT_SM90();
+  // Pieces with a forced warm-up length (context_warmup_chunks: testing only, approximate by design): the
+  // single pass cuts the sequences as the two kernels' warm-up plan does and warms up as many chunks, so
+  // the two agree to rounding, while both differ from the exact result by what the warm-up drops.
+  struct Case {
+    int64_t B, T, H, HV;
+    int32_t pieces, warmup;
+  };
+  const Case cases[] = {{1, 2048, 1, 2, 4, 1}, {2, 1024, 2, 2, 3, 2}, {1, 512, 1, 1, 9, 1}, {1, 96, 1, 1, 8, 3}};
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    ProblemSpec s;
+    s.B = c.B;
+    s.T = c.T;
+    s.H = c.H;
+    s.HV = c.HV;
+    s.context_split = c.pieces;
+    s.context_method = KDA_CONTEXT_WARMUP;
+    s.context_warmup_chunks = c.warmup;
+    s.seed = ++seed;
+    RandomProblem one = make_random_problem(s);
+    RandomProblem two = one;
+    char name[96];
+    std::snprintf(name, sizeof(name), "single pass, %d pieces warming up %d, B%lld T%lld HV%lld", c.pieces, c.warmup,
+                  static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.HV));
+    // Random gates decay fast: one chunk of warm-up is already below float32 rounding (design.md §3.2).
+    expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
+    expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
+    const auto [dout, dstate] = distance(one, two);
+    std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
+    EXPECT_LT(dout, 5e-3) << name;
+    EXPECT_LT(dstate, 2e-3) << name;
+    // Deterministic.
+    RandomProblem again = one;
+    kda_fwd_params pa = again.params();
+    always(pa);
+    ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
+    expect_identical(one, again, name);
+  }
+  // A slowly decaying channel: one chunk of warm-up drops a visible part of the state, on both paths
+  // alike (the pieces are really there: the single pass does not silently run whole sequences).
+  ProblemSpec s;
+  s.T = 1024;
+  s.H = s.HV = 2;
+  s.slow_every = 8;
+  s.context_split = 4;
+  s.context_method = KDA_CONTEXT_WARMUP;
+  s.context_warmup_chunks = 1;
+  s.seed = 950;
+  RandomProblem one = make_random_problem(s);
+  RandomProblem two = one;
+  const GpuErrors e1 = gpu_vs_f64(one, always), e2 = gpu_vs_f64(two, never);
+  std::printf("[ single  ] slow channels, 4 pieces warming up 1: out %.3e (two kernels %.3e) from float64\n", e1.out, e2.out);
+  EXPECT_GT(e1.out, 1e-2) << "the warm-up's error must show with slow channels";
+  EXPECT_LT(std::fabs(e1.out - e2.out), 0.05 * e2.out) << "both paths drop the same part";
+}
+
 TEST(GpuSinglePass, StateDtypesAndOptions) {
   KDA_SKIP_WITHOUT_SM90();
   const kda_dtype kinds[3] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32};

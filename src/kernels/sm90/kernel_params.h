@@ -156,6 +156,11 @@ struct SinglePassParams {
   void* final_state;          // idem (may be initial_state itself: each CTA reads its unit before writing it)
   int32_t initial_is_f32, final_is_f32;
   int32_t HV;
+  int32_t units;  // N * HV
+  // Pieces of each sequence (recurrence_task.cuh's piece_first_chunk), each warming up forced_warmup
+  // chunks from a zero state: the bounded warm-up with a forced length (context_warmup_chunks, testing
+  // only); 1: whole sequences. CTAs are piece-major: block = piece · units + unit.
+  int32_t pieces, forced_warmup;
 };
 
 // deferred_final_kernel (deferred_final_kernel.cuh): the final states pass 1 of an in-place

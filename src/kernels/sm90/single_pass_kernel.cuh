@@ -100,7 +100,9 @@ __device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
   return ranked;
 }
 
-template <bool kPartial>
+// kPieces: sequences cut into p.pieces pieces with a forced warm-up (testing and measuring only:
+// SinglePassParams::pieces); false: whole sequences (p.pieces = 1).
+template <bool kPartial, bool kPieces = false>
 __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     single_pass_kernel(const __grid_constant__ SinglePassParams p, const __grid_constant__ CUtensorMap qmap,
                        const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap gmap,
@@ -112,13 +114,18 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
   extern __shared__ unsigned char smem_raw[];
   Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
-  int seq = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.HV));
-  const int hv = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.HV));
+  const int unit0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.units));  // (piece-major blocks)
+  const int piece = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.units));
+  int seq = unit0 / p.HV;
+  const int hv = unit0 % p.HV;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // The sequence (a batch row, or cu_seqlens' entries clamped to the packed length: never out of
   // bounds, sequence_map.cuh); cu_seqlens is read after the wait below.
   SequenceSpan span;
-  int chunks = 0;
+  // The chunks this CTA walks: [c_start, c_start + steps), outputs from c_out on (a piece's warm-up
+  // before it), from the initial state when c_start = 0 (else zero), the final state when `fin`.
+  int c_start = 0, c_out = 0, steps = 0;
+  bool fin = true;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
@@ -139,10 +146,22 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   __shared__ int32_t cta_seq;
   if (threadIdx.x == 0) cta_seq = seq;  // (read after the barrier below)
   span = sequence_span(p.pp.seq, seq);
-  chunks = (span.len + 15) / 16;
+  {
+    const int nchunks = (span.len + 15) / 16;
+    steps = nchunks;
+    if (kPieces) {
+      const int per = (nchunks + p.pieces - 1) / p.pieces;
+      const int c0 = piece_first_chunk(piece, per, nchunks), c_end = piece_first_chunk(piece + 1, per, nchunks);
+      if (c0 >= nchunks && piece != 0) return;  // an empty piece (every thread: no barrier met yet)
+      c_out = c0;
+      c_start = piece == 0 ? 0 : c0 - min(p.forced_warmup, c0);
+      steps = c_end - c_start;
+      fin = c_end == nchunks;
+    }
+  }
   if (threadIdx.x < 128) st.dtb[threadIdx.x] = p.pp.dt_bias != nullptr ? p.pp.dt_bias[hv * 128 + threadIdx.x] : 0.0f;
   __syncthreads();
-  const bool final_split = kFinalSplit && p.final_state != nullptr && chunks > 0;
+  const bool final_split = kFinalSplit && (!kPieces || fin) && p.final_state != nullptr && steps > 0;
 
   if (warp < Lay::kPrepWarps) {
     // ---- Preparation warps ------------------------------------------------------------------------
@@ -150,13 +169,14 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     auto& ps = st.prep[warp];
     const int hq = hv / p.pp.group;
     uint32_t i = 0;  // this warp's chunks so far
-    for (int c = warp; c < chunks; c += Lay::kPrepWarps, ++i) {
+    for (int j = warp; j < steps; j += Lay::kPrepWarps, ++i) {  // the CTA's step j: chunk c_start + j
+      const int c = kPieces ? c_start + j : j;
       const warp_prep::ChunkCoords cc{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
       warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, cc, hv, hq);
       auto acquire = [&]() -> uint8_t* {
-        const int s = c % kRing, slot = c % kSlots;
-        if (c >= kRing) {  // the stage's previous chunk consumed
-          const int prev = c - kRing;
+        const int s = j % kRing, slot = j % kSlots;
+        if (j >= kRing) {  // the stage's previous step consumed
+          const int prev = j - kRing;
           ptx::mbar_wait(&st.empty[prev % kSlots], (prev / kSlots) & 1);
         }
         if (!kPartial || cc.len == 16) {
@@ -183,11 +203,11 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
         }
         return reinterpret_cast<uint8_t*>(&st.stage[s]);
       };
-      uint8_t* kr_lo = final_split && c == chunks - 1 ? st.kr_lo.bytes : nullptr;
+      uint8_t* kr_lo = final_split && j == steps - 1 ? st.kr_lo.bytes : nullptr;
       warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv,
                                                                            nullptr, i & 1, &ps, acquire, st.dtb, kr_lo);
       ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
-      ptx::mbar_arrive(&st.full[c % kSlots]);
+      ptx::mbar_arrive(&st.full[j % kSlots]);
     }
     return;
   }
@@ -204,7 +224,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
 #pragma unroll
     for (int e = 0; e < S_t::kCount; e += 2) {
       const int64_t idx = base + S_t::row(t, e) * 128 + S_t::col(t, e);
-      if (p.initial_state == nullptr) {
+      if (p.initial_state == nullptr || (kPieces && c_start > 0)) {  // (a piece after its warm-up: from zero)
         Sh.v[e] = Sh.v[e + 1] = 0.0f;
       } else if (p.initial_is_f32) {
         const float2 x = *reinterpret_cast<const float2*>(static_cast<const float*>(p.initial_state) + idx);
@@ -227,36 +247,36 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   auto smem = [](const void* x) { return static_cast<uint32_t>(__cvta_generic_to_shared(x)); };
   // One 64-row half's step on chunk i (stage stg): chunk_recurrence_wgmma_kernel's step; kFinal: the
   // last update with U and Kr as hi + lo pairs (U_lo·Kr + U·Kr_lo + U·Kr).
-  auto step = [&](S_t& Sh, int half, typename L::Stage& stg, int i, auto kFinal) {
+  auto step = [&](S_t& Sh, int half, typename L::Stage& stg, int c, bool out, auto kFinal) {
     XO_t xo, uo;
     wgmma_recurrence_detail::step_batch<L>(Sh, t, stg, half, uo, xo);
     wgmma_recurrence_detail::step_update<L, decltype(kFinal)::value, false>(Sh, uo, stg, st.kr_lo.bytes);
-    {  // O = O0 + Oin, this warp's 16 rows
+    if (out) {  // O = O0 + Oin, this warp's 16 rows (not for a piece's warm-up chunks)
       float o[2][4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         o[0][e] = uo.v[8 + e] + xo.v[8 + e];
         o[1][e] = uo.v[12 + e] + xo.v[12 + e];
       }
-      store_out_rows(o, out_tile, rp, span, hv, i, kPartial ? min(16, span.len - 16 * i) : 16, 64 * half + 16 * wi, lane);
+      store_out_rows(o, out_tile, rp, span, hv, c, kPartial ? min(16, span.len - 16 * c) : 16, 64 * half + 16 * wi, lane);
     }
     ptx::wgmma_wait_group<0>();
     Sh.fence_operand();
   };
-  auto chunk = [&](int i, auto kFinal) {
-    const int s = i % kRing, slot = i % kSlots;
+  auto chunk = [&](int j, auto kFinal) {  // step j: chunk c_start + j
+    const int s = j % kRing, slot = j % kSlots, c = kPieces ? c_start + j : j;
     auto& stg = st.stage[s];
-    ptx::mbar_wait(&st.full[slot], (i / kSlots) & 1);
+    ptx::mbar_wait(&st.full[slot], (j / kSlots) & 1);
     ptx::fence_proxy_async_shared();  // the stage's record part came through the generic proxy
-    step(S, 0, stg, i, kFinal);
-    step(S2, 1, stg, i, kFinal);
+    step(S, 0, stg, c, !kPieces || c >= c_out, kFinal);
+    step(S2, 1, stg, c, !kPieces || c >= c_out, kFinal);
     ptx::mbar_arrive(&st.empty[slot]);
   };
-  const int plain = final_split ? chunks - 1 : chunks;
-  for (int i = 0; i < plain; ++i) chunk(i, std::false_type{});
-  if (final_split) chunk(chunks - 1, std::true_type{});
+  const int plain = final_split ? steps - 1 : steps;
+  for (int j = 0; j < plain; ++j) chunk(j, std::false_type{});
+  if (final_split) chunk(steps - 1, std::true_type{});
 
-  if (p.final_state != nullptr) {
+  if (p.final_state != nullptr && (!kPieces || fin)) {
     auto store_state = [&](const S_t& Sh, int row0) {
       const int64_t base = (unit_of() * 128 + row0) * 128;
 #pragma unroll
