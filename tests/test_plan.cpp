@@ -25,6 +25,36 @@ RecurrencePlan plan(int64_t units, int64_t chunks, int forced = 0, int32_t metho
 
 bool valid_vsplit(int v) { return v == 1 || v == 2 || v == 4 || v == 8; }
 
+TEST(SinglePassPlan, AutomaticFromSeventyPercentOfTheSmsWithoutSplitting) {
+  // The benchmark's cases on the H200: the single pass where the pairs fill >= 70% of 132 SMs (93 on).
+  EXPECT_TRUE(single_pass_auto(512, kH200, plan(512, 256)));    // B16_T4096_H32
+  EXPECT_TRUE(single_pass_auto(2048, kH200, plan(2048, 32)));   // B64_T512_H32
+  EXPECT_TRUE(single_pass_auto(128, kH200, plan(128, 1024)));   // T16384_H16_N8
+  EXPECT_TRUE(single_pass_auto(96, kH200, plan(96, 512)));      // T8192_H96
+  EXPECT_TRUE(single_pass_auto(93, kH200, plan(93, 512)));
+  EXPECT_FALSE(single_pass_auto(92, kH200, plan(92, 512)));
+  EXPECT_FALSE(single_pass_auto(64, kH200, plan(64, 512)));     // T8192_H64: a warm-up plan
+  EXPECT_FALSE(single_pass_auto(8, kH200, plan(8, 512)));       // T8192_H8
+  // A forced split keeps the two kernels (the single pass has no sequence parallelism of its own).
+  EXPECT_FALSE(single_pass_auto(512, kH200, plan(512, 256, 2, KDA_CONTEXT_EXACT)));
+  // The fraction follows the GPU's SM count.
+  EXPECT_TRUE(single_pass_auto(70, 100, plan(70, 512, 1, KDA_CONTEXT_AUTO, true, 100)));
+  EXPECT_FALSE(single_pass_auto(69, 100, plan(69, 512, 1, KDA_CONTEXT_AUTO, true, 100)));
+}
+
+TEST(SinglePassPlan, PiecesOnlyForAForcedWarmupOnWholeChunksOutOfPlace) {
+  const RecurrencePlan warm = plan(8, 512, 4, KDA_CONTEXT_WARMUP);
+  ASSERT_EQ(warm.method, SplitMethod::kWarmup);
+  ASSERT_EQ(warm.pieces, 4);
+  EXPECT_EQ(single_pass_pieces(warm, 1, true, false, 8), 4);
+  EXPECT_EQ(single_pass_pieces(warm, 0, true, false, 8), 1);   // the bound decides: not in the single pass
+  EXPECT_EQ(single_pass_pieces(warm, 1, false, false, 8), 1);  // a partial chunk or packed sequences
+  EXPECT_EQ(single_pass_pieces(warm, 1, true, true, 8), 1);    // in place
+  EXPECT_EQ(single_pass_pieces(warm, 1, true, false, int64_t{1} << 30), 1);  // grid beyond 2^31 - 1 CTAs
+  EXPECT_EQ(single_pass_pieces(plan(8, 512, 4, KDA_CONTEXT_EXACT), 1, true, false, 8), 1);
+  EXPECT_EQ(single_pass_pieces(plan(512, 256), 1, true, false, 512), 1);
+}
+
 TEST(Plan, ManyHeadsKeepOnePass) {
   // From 67 units on (or 45 with the exact combine only), splitting never pays: the one-pass slices.
   for (int64_t units : {67, 96, 512, 4096}) {

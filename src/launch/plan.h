@@ -61,6 +61,28 @@ inline bool has_combine(const RecurrencePlan& p) { return p.method != SplitMetho
 // per-chunk step time that shrinks with the slice, a cost per wave and per launch).
 RecurrencePlan plan_recurrence(const PlanRequest& request);
 
+// ---- The single pass (single_pass_sm90.cu; docs/design.md §3.5) ----
+
+// KDA_SINGLE_PASS_AUTO's choice: the plan splits no sequence and the (sequence, head) pairs fill at
+// least 70% of the SMs (one CTA per pair prepares its own chunks: with fewer pairs the two kernels,
+// whose preparation spreads over every SM, are faster; measured 2026-12-01, T8192_H96's 96 pairs on 132
+// SMs at parity or better, T8192_H64's 64 at 1.55x the two kernels' time).
+inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
+inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan) {
+  return plan.method == SplitMethod::kNone && units * kSinglePassFillDen >= int64_t{sms} * kSinglePassFillNum;
+}
+
+// Pieces per sequence of a single-pass launch: the plan's pieces for a warm-up plan with a forced
+// warm-up length (context_warmup_chunks > 0: testing, the decay bound not checked, no exact fallback),
+// with whole chunks (every sequence a multiple of 16 tokens, not packed) and not in place (a last piece
+// would write the final state while piece 0 reads the initial one), and as long as the grid stays
+// within 2^31 - 1 CTAs; else 1 (whole sequences).
+inline int single_pass_pieces(const RecurrencePlan& plan, int32_t forced_warmup, bool whole_chunks, bool in_place,
+                              int64_t units) {
+  if (plan.method != SplitMethod::kWarmup || forced_warmup <= 0 || !whole_chunks || in_place || plan.pieces < 2) return 1;
+  return units * plan.pieces > 0x7fffffff ? 1 : plan.pieces;
+}
+
 // Float32 workspace of the exact combine: (P-1) states and max(P-2, 0) transitions of 128 x 128 per
 // unit (0 without one); SIZE_MAX when the product does not fit in size_t.
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan);

@@ -30,10 +30,6 @@ bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorM
   return make_tensor_map_bf16(map, x.data, 4, dims, strides, box, tile::Swizzle::k128B).code == KDA_OK;
 }
 
-// KDA_SINGLE_PASS_AUTO takes the single pass from kAutoFillNum / kAutoFillDen of the SMs in (sequence,
-// head) pairs on.
-constexpr int64_t kAutoFillNum = 7, kAutoFillDen = 10;
-
 // One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces
 // with a forced warm-up), as a programmatic dependent launch of the caller's previous kernel (the kernel
 // waits for it before reading anything).
@@ -61,11 +57,7 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_
   const kda_fwd_params& a = *pr.params;
   const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
   if (a.single_pass == KDA_SINGLE_PASS_NEVER) return make_ok();
-  // Automatic: where the plan splits no sequence and the (sequence, head) pairs fill at least
-  // kAutoFill of the SMs: one CTA per pair, each preparing its own chunks, so that with fewer pairs
-  // the two kernels (whose preparation spreads over every SM) are faster (docs/design.md §3.5).
-  if (!always && !(plan.method == SplitMethod::kNone && pr.N * pr.HV * kAutoFillDen >= int64_t{sm_count()} * kAutoFillNum))
-    return make_ok();
+  if (!always && !single_pass_auto(pr.N * pr.HV, sm_count(), plan)) return make_ok();  // (plan.h)
   if (const char* why = single_pass_limit(pr)) {
     if (!always) return make_ok();
     return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but the single pass does not take %s",
@@ -99,17 +91,11 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_
   sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   sp.HV = static_cast<int32_t>(pr.HV);
   sp.units = static_cast<int32_t>(pr.N * pr.HV);
-  // Pieces only for a warm-up plan with a forced warm-up length (context_warmup_chunks, testing: the
-  // decay bound is not checked and there is no exact fallback; docs/design.md §3.5), not in place (a
-  // last piece would write the final state while piece 0 reads the initial one).
+  // Pieces: a forced warm-up only (plan.h); whole chunks, since the partial instance with pieces would
+  // spill beyond what the CI check allows.
   const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
-  // (Whole chunks only: the partial instance with pieces would spill beyond what the CI check allows.)
-  sp.pieces = plan.method == SplitMethod::kWarmup && a.context_warmup_chunks > 0 && !in_place && !pr.varlen &&
-                      pr.T % 16 == 0
-                  ? plan.pieces
-                  : 1;
+  sp.pieces = single_pass_pieces(plan, a.context_warmup_chunks, !pr.varlen && pr.T % 16 == 0, in_place, sp.units);
   sp.forced_warmup = a.context_warmup_chunks;
-  if (sp.units * static_cast<int64_t>(sp.pieces) > 0x7fffffff) sp.pieces = 1;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const dim3 grid(static_cast<unsigned>(pr.N * pr.HV * sp.pieces));
   const bool partial = pr.varlen || pr.T % 16 != 0;
