@@ -25,10 +25,12 @@
 // memory and the boxes' layout: warp_prep_layout.cuh. Measured: docs/performance_notes.md, "The
 // preparation by one warp per chunk" and "The preparation taking its stage late".
 //
-// Limits (the single pass's launcher checks them): bounded gate, bf16 q / k / g, fixed-length batches
-// whose q, k, g tensor maps the caller made (boxes of 64 columns x 1 head x 16 tokens x 1 row, 128B
-// swizzle; a partial last chunk with kPartial), no chunk bounds (no warm-up). Grouped heads: q and k
-// are copied from query head hq. Kr's low part for a sequence's last update: prep_warp_chunk's kr_lo.
+// Limits (the single pass's launcher checks them): bounded gate, bf16 q / k / g whose tensor maps the
+// caller made (boxes of 64 columns x 1 head x 16 tokens x 1 row, 128B swizzle, over [B, T, heads, 128]
+// or a packed [1, B*T, heads, 128]; a chunk with fewer than 16 valid tokens with kPartial, its padding
+// rows masked in the boxes), no chunk bounds (the bounded warm-up's are not computed here). Grouped
+// heads: q and k are copied from query head hq. Kr's low part for a sequence's last update:
+// prep_warp_chunk's kr_lo.
 #pragma once
 
 #include <cuda.h>
