@@ -3,14 +3,17 @@
 // every element the preparation stores through ChunkRecord's layout functions lands where the tile
 // layout that wgmma reads (src/tile/swizzle.h) expects it: Wd (r, c) at [Wd; Qp] tile row r, Qp at
 // row 16 + r, Kr (token r, key c) at the Kr tile, Tb and P (hi and lo) at rows r and 16 + r of the
-// two small tiles, Γ in order; no two elements share bytes; the value tiles lie past the record.
+// two small tiles, Γ in order; no two elements share bytes; the value tiles lie past the record. Also the
+// single pass's ring (single_pass_layout.h): its hand-over simulated under random interleavings.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <set>
 #include <vector>
 
 #include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/single_pass_layout.h"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/register_budget.h"
 
@@ -131,6 +134,59 @@ void check_producer_share() {
 
 TEST(WgmmaStage, ProducerCopiesEveryPieceOnceOneWarpgroup) { check_producer_share<1>(); }
 TEST(WgmmaStage, ProducerCopiesEveryPieceOnceTwoWarpgroups) { check_producer_share<2>(); }
+
+// The single pass's hand-over (single_pass_layout.h) under random interleavings: eight preparation warps
+// (warp w writes steps w, w + 8, ...: it waits for the empty barrier of step j - kRing, the stage's
+// previous use, then completes the full barrier of slot j % kSlots) and one consumer (steps in order:
+// it waits for the full barrier, then completes the empty one). An mbarrier wait by phase parity is
+// only sound when the barrier is not two phases past the awaited one; every wait here checks that, and
+// every completion checks that it completes the slot's next phase (one writer per phase, in order).
+// (The same simulation with more stages than slots, 3 stages on 2 slots or 5 on 4, reports thousands of
+// violations: checked 2026-12-01 with a copy of it.)
+TEST(SinglePassRing, HandOverNeverRunsTwoPhasesAheadOfAWait) {
+  using Lay = sm90::SinglePassLayout;
+  EXPECT_EQ(Lay::kSlots % Lay::kPrepWarps, 0);
+  EXPECT_LT(Lay::kRing, Lay::kSlots);
+  EXPECT_TRUE(ptx::setmaxnreg_fits(Lay::kThreads, {Lay::kPrepRegs, Lay::kPrepRegs, Lay::kConsumerRegs}));
+  EXPECT_LE(tile::smem_bytes<Lay::Storage>(), size_t{232448});
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const int steps = 500 + static_cast<int>(seed) * 7;
+    std::vector<int> full(Lay::kSlots, 0), empty(Lay::kSlots, 0);  // completed phases per slot
+    std::vector<int> next(Lay::kPrepWarps);                         // each warp's next step
+    for (int w = 0; w < Lay::kPrepWarps; ++w) next[w] = w;
+    int consumed = 0;
+    std::mt19937_64 rng(seed);
+    auto ready_to_write = [&](int j) {  // the stage's previous step consumed
+      if (j < Lay::kRing) return true;
+      const int prev = j - Lay::kRing, slot = prev % Lay::kSlots, phase = prev / Lay::kSlots;
+      EXPECT_LE(empty[slot], phase + 1) << "empty barrier two phases ahead of the wait for step " << prev;
+      return empty[slot] > phase;
+    };
+    while (consumed < steps) {
+      std::vector<int> runnable;  // warps 0..7, the consumer as 8
+      for (int w = 0; w < Lay::kPrepWarps; ++w)
+        if (next[w] < steps && ready_to_write(next[w])) runnable.push_back(w);
+      {
+        const int slot = consumed % Lay::kSlots, phase = consumed / Lay::kSlots;
+        EXPECT_LE(full[slot], phase + 1) << "full barrier two phases ahead of the wait for step " << consumed;
+        if (full[slot] > phase) runnable.push_back(Lay::kPrepWarps);
+      }
+      ASSERT_FALSE(runnable.empty()) << "deadlock at step " << consumed << ", seed " << seed;
+      const int who = runnable[rng() % runnable.size()];
+      if (who < Lay::kPrepWarps) {
+        const int j = next[who], slot = j % Lay::kSlots;
+        ASSERT_EQ(full[slot], j / Lay::kSlots) << "step " << j << " completes its slot's next phase";
+        ++full[slot];
+        next[who] += Lay::kPrepWarps;
+      } else {
+        const int slot = consumed % Lay::kSlots;
+        ASSERT_EQ(empty[slot], consumed / Lay::kSlots) << "step " << consumed;
+        ++empty[slot];
+        ++consumed;
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace kda::test

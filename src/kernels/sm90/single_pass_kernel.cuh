@@ -39,6 +39,7 @@
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/recurrence_task.cuh"                // store_out_rows
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/kernels/sm90/single_pass_layout.h"
 #include "src/kernels/sm90/warp_prep.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/barrier.cuh"
@@ -54,27 +55,6 @@
 
 namespace kda::sm90 {
 
-struct SinglePassLayout {
-  using L = WgmmaRecurrenceLayout<2>;  // the stage: the record's tiles, then two 16 x 64 value tiles
-  static constexpr int kPrepWarps = 8;
-  static constexpr int kThreads = 32 * kPrepWarps + 128;
-  static constexpr int kPrepRegs = 136, kConsumerRegs = 232;
-  static constexpr int kRing = 3;
-  static constexpr int kSlots = 24;  // lcm(kPrepWarps, kRing)
-  static_assert(kSlots % kPrepWarps == 0 && kSlots % kRing == 0, "slots: a multiple of the warps and the stages");
-  struct Storage {
-    typename L::Stage stage[kRing];
-    warp_prep::WarpSmemLate prep[kPrepWarps];
-    tile::TileBuffer<typename L::KrTile> kr_lo;  // Kr's low part of the sequence's last chunk
-    float dtb[128];                              // the head's dt_bias (zeros without)
-    alignas(16) unsigned char out[4][512];       // per consumer warp: its 16 x 16 output tile
-    alignas(8) uint64_t full[kSlots];
-    uint64_t empty[kSlots];
-  };
-  static_assert(tile::smem_bytes<Storage>() <= 232448, "fits in one SM's shared memory");
-  static_assert(ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kPrepRegs, kConsumerRegs}),
-                "the setmaxnreg split fits in the registers the CTA is launched with");
-};
 
 // Packed batches of at most this many sequences run longest first (single_pass_kernel).
 inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;

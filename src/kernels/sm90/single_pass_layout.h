@@ -1,0 +1,43 @@
+// The single pass's block, ring and shared storage (single_pass_kernel.cuh; docs/design.md §3.5), host
+// and device, so that tests/test_wgmma_stage.cpp checks its hand-over rules on the CPU: eight preparation
+// warps (19 KB each) and one consumer warpgroup, 3 ring stages of the wgmma recurrence's stage
+// (wgmma_stage.h), 24 barrier slots, the setmaxnreg split 136 / 232.
+//
+// Hand-over: chunk (step) j goes to stage j % kRing and barrier slot j % kSlots, prepared by warp
+// j % kPrepWarps. Because kSlots is a multiple of the warps, a slot has one writer warp, which waits for
+// the stage's previous step (j - kRing) to be consumed before it writes step j: since kRing <= kSlots,
+// the slot's previous phase (step j - kSlots) was consumed by then too, and that warp waited for every
+// earlier phase of the slot itself, so neither side's parity wait is ever two phases behind.
+#pragma once
+
+#include "src/kernels/sm90/warp_prep_layout.cuh"
+#include "src/kernels/sm90/wgmma_stage.h"
+#include "src/ptx/register_budget.h"
+#include "src/tile/smem_layout.h"
+
+namespace kda::sm90 {
+
+struct SinglePassLayout {
+  using L = WgmmaRecurrenceLayout<2>;  // the stage: the record's tiles, then two 16 x 64 value tiles
+  static constexpr int kPrepWarps = 8;
+  static constexpr int kThreads = 32 * kPrepWarps + 128;
+  static constexpr int kPrepRegs = 136, kConsumerRegs = 232;
+  static constexpr int kRing = 3;
+  static constexpr int kSlots = 24;  // lcm(kPrepWarps, kRing)
+  static_assert(kSlots % kPrepWarps == 0 && kSlots % kRing == 0 && kRing <= kSlots,
+                "slots: a multiple of the warps and the stages");
+  struct Storage {
+    typename L::Stage stage[kRing];
+    warp_prep::WarpSmemLate prep[kPrepWarps];
+    tile::TileBuffer<typename L::KrTile> kr_lo;  // Kr's low part of the sequence's last chunk
+    float dtb[128];                              // the head's dt_bias (zeros without)
+    alignas(16) unsigned char out[4][512];       // per consumer warp: its 16 x 16 output tile
+    alignas(8) uint64_t full[kSlots];
+    uint64_t empty[kSlots];
+  };
+  static_assert(tile::smem_bytes<Storage>() <= 232448, "fits in one SM's shared memory");
+  static_assert(ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kPrepRegs, kConsumerRegs}),
+                "the setmaxnreg split fits in the registers the CTA is launched with");
+};
+
+}  // namespace kda::sm90
