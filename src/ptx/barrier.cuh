@@ -51,4 +51,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// An opaque volatile move of a register onto itself: the uses of x stay after the volatile asm before it
+// (an mbar_wait), so a global load issued before a wait is consumed only after the wait, its latency
+// hidden behind it (the compiler would otherwise move the first use, and the warp's stall on the load,
+// above the wait).
+__device__ __forceinline__ void keep_after(uint32_t& x) { asm volatile("mov.b32 %0, %0;\n" : "+r"(x)); }
+__device__ __forceinline__ void keep_after(float& x) { asm volatile("mov.b32 %0, %0;\n" : "+f"(x)); }
+
 }  // namespace kda::ptx

@@ -37,6 +37,19 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 
 namespace kda::ptx {
 
+// stmatrix.x4 (SM90): the inverse of ldmatrix_x4 (register m of lane l to row l/4, columns 2*(l%4),
+// +1 of the matrix m whose rows lanes 8m..8m+7 address). Used by the single pass's preparation
+// (warp_prep.cuh) and covered by its GPU tests.
+__device__ __forceinline__ void stmatrix_x4(void* row_addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr(row_addr)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  __trap();  // stmatrix needs SM90: fail loudly elsewhere
+#endif
+}
+
 // stmatrix.x4.trans (SM90): the inverse of ldmatrix_x4_trans. Register m of lane l holds elements
 // [l/4][2*(l%4) .. +1] of matrix m; they are written to row 2*(l%4) (+1), column l/4 of the 8x8
 // matrix whose rows lanes 8m..8m+7 address (16 contiguous bytes each).

@@ -58,6 +58,15 @@ __device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, u
   lo = *reinterpret_cast<uint32_t*>(&l);
 }
 
+// movmatrix.trans: the 8x8 b16 matrix whose fragment (row grp, columns 2·qid, +1) a lane holds,
+// transposed, in the same fragment layout (an A fragment's register with k along rows becomes one with
+// k along columns). Used by the single pass's preparation (warp_prep.cuh) and covered by its GPU tests.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // A fragment of a 16x16 tile from the C fragments of its two 16x8 halves (see the contract above).
 __device__ __forceinline__ void c_pair_to_a(const float (&c0)[4], const float (&c1)[4], uint32_t (&a)[4]) {
   a[0] = pack_bf16x2(c0[0], c0[1]);

@@ -100,9 +100,9 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   auto off = [&](int ks) -> uint32_t { return box_row_offset(lane, ks); };  // in the box of panel ks / 4
   __syncwarp();
   ptx::mbar_wait(bar, parity);
-  // The loads' first uses after the wait (volatile: not hoisted above it).
-  asm volatile("mov.b32 %0, %0;\n" : "+r"(beta_bits));
-  asm volatile("mov.b32 %0, %0;\n" : "+f"(a_log_raw));
+  // The loads' first uses after the wait (not hoisted above it).
+  ptx::keep_after(beta_bits);
+  ptx::keep_after(a_log_raw);
   const float exp_a_log = p.A_log != nullptr ? exp_a_log_capped(a_log_raw) : 1.0f;
   const BoundedGateConstants gk = bounded_gate_constants(exp_a_log, p.lower_bound);
   // b of token lane (lane < L; padding rows: b = 0): with partial chunks here, so that L dies early.
@@ -286,14 +286,14 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       uint32_t kdA[4], qhA[4], qlA[4];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        kdA[r] = mov_trans(kd_p[r]);
-        qhA[r] = mov_trans(qh_p[r]);
-        qlA[r] = mov_trans(ql_p[r]);
+        kdA[r] = ptx::movmatrix_trans(kd_p[r]);
+        qhA[r] = ptx::movmatrix_trans(qh_p[r]);
+        qlA[r] = ptx::movmatrix_trans(ql_p[r]);
       }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        const uint32_t bh[2] = {mov_trans(kih_p[nt]), mov_trans(kih_p[nt + 2])};
-        const uint32_t bl[2] = {mov_trans(kil_p[nt]), mov_trans(kil_p[nt + 2])};
+        const uint32_t bh[2] = {ptx::movmatrix_trans(kih_p[nt]), ptx::movmatrix_trans(kih_p[nt + 2])};
+        const uint32_t bl[2] = {ptx::movmatrix_trans(kil_p[nt]), ptx::movmatrix_trans(kil_p[nt + 2])};
         ptx::mma_m16n8k16_bf16_f32(accA[nt], kdA, bh);
         ptx::mma_m16n8k16_bf16_f32(mlo[nt], qlA, bh);
         ptx::mma_m16n8k16_bf16_f32(mlo[nt], qhA, bl);
@@ -310,14 +310,14 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);  // c < 8: no wrap
-      *reinterpret_cast<uint32_t*>(kr_base + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd) = mov_trans(kr_p[r]);
+      *reinterpret_cast<uint32_t*>(kr_base + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd) = ptx::movmatrix_trans(kr_p[r]);
     }
     if (kr_lo != 0u) {  // (warp-uniform) Kr's low part, Kr - bf16(Kr), in the same layout
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);
         *static_cast<uint32_t*>(__cvta_shared_to_generic(kr_lo + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd)) =
-            mov_trans(krl_p[r]);
+            ptx::movmatrix_trans(krl_p[r]);
       }
     }
   };
@@ -431,12 +431,12 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     }
     if constexpr (kToStage) {
       unsigned char* wq = rec + 2 * pofs + roff;  // panel ks / 4 of [Wd; Qp]: 2 x 2048 bytes
-      stmatrix_x4(wq, wd_o);
-      stmatrix_x4(wq + 2048, qp_o);
+      ptx::stmatrix_x4(wq, wd_o);
+      ptx::stmatrix_x4(wq + 2048, qp_o);
     } else {
       __syncwarp();
-      stmatrix_x4(qa, wd_o);
-      stmatrix_x4(ka, qp_o);
+      ptx::stmatrix_x4(qa, wd_o);
+      ptx::stmatrix_x4(ka, qp_o);
     }
   };
   for_key_steps(wd_step);

@@ -21,21 +21,6 @@ namespace kda::sm90::warp_prep {
 
 using sm90::ChunkRecord;
 
-// movmatrix.trans: the 8x8 b16 matrix whose fragment (row lane/4, columns 2·(lane%4), +1) a lane
-// holds, transposed, in the same fragment layout.
-__device__ __forceinline__ uint32_t mov_trans(uint32_t x) {
-  uint32_t y;
-  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-  return y;
-}
-
-// stmatrix.x4 (no transpose): the inverse of ldmatrix_x4.
-__device__ __forceinline__ void stmatrix_x4(void* row_addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(ptx::smem_addr(row_addr)),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
 __device__ __forceinline__ void unpack2(uint32_t w, float& lo, float& hi) {
   lo = __uint_as_float(w << 16);
   hi = __uint_as_float(w & 0xffff0000u);
