@@ -318,6 +318,32 @@ TEST(TileTensorMap, RankNRejectsBadArgumentsByName) {
 // What a CTA launched with __launch_bounds__(threads, 1) holds per thread: the busiest
 // sub-partition's share (ptxas gave 168 for 288 and for 384 threads on 2026-12-01), and which
 // setmaxnreg splits fit in it (112 / 200 / 200 with 384 threads made setmaxnreg.inc wait forever).
+TEST(TileTensorMap, HeadBoxStridesDenseWhereASizeIsOneAndNoBroadcast) {
+  using sm90::head_box_strides;
+  uint64_t st[3];
+  // [B=2, T=100, H=3, 128] with the caller's strides (h, t, b) kept.
+  ASSERT_TRUE(head_box_strides({128, 3, 100, 2}, {128, 3 * 128, 100 * 3 * 128}, st));
+  EXPECT_EQ(st[0], 128u);
+  EXPECT_EQ(st[1], 384u);
+  EXPECT_EQ(st[2], 38400u);
+  // Padded rows are kept too (a head stride of 256, a token stride of 1024).
+  ASSERT_TRUE(head_box_strides({128, 3, 100, 2}, {256, 1024, 102400}, st));
+  EXPECT_EQ(st[0], 256u);
+  EXPECT_EQ(st[1], 1024u);
+  EXPECT_EQ(st[2], 102400u);
+  // A dimension of size 1 gets the dense stride, whatever the caller gave there (even 0 or negative).
+  ASSERT_TRUE(head_box_strides({128, 1, 100, 1}, {0, 128, -5}, st));
+  EXPECT_EQ(st[0], 128u);
+  EXPECT_EQ(st[1], 128u);
+  EXPECT_EQ(st[2], 12800u);
+  // A broadcast dimension (stride 0 over more than one element): no tensor map.
+  EXPECT_FALSE(head_box_strides({128, 4, 100, 1}, {0, 512, 51200}, st));
+  EXPECT_FALSE(head_box_strides({128, 4, 100, 1}, {128, 0, 51200}, st));
+  EXPECT_FALSE(head_box_strides({128, 4, 100, 2}, {128, 512, -1}, st));
+  EXPECT_EQ(sm90::kHeadBox[0], 64u);
+  EXPECT_EQ(sm90::kHeadBox[2], 16u);
+}
+
 TEST(RegisterBudget, LaunchCountAndSetmaxnregSplits) {
   EXPECT_EQ(ptx::launch_regs_per_thread(384), 168);
   EXPECT_EQ(ptx::launch_regs_per_thread(288), 168);  // 9 warps: 3 on one sub-partition

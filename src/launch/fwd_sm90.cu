@@ -236,13 +236,9 @@ bool make_value_map(const RecurrenceParams& rp, CUtensorMap* map) {
   const uint64_t dims[4] = {128, static_cast<uint64_t>(rp.HV), T, B};
   const int64_t given[3] = {rp.v_st.h, rp.v_st.t, rp.v_st.b};
   uint64_t strides[3];
-  uint64_t dense = 128;  // elements spanned by the dimensions inside
-  for (int d = 0; d < 3; ++d) {
-    if (dims[d + 1] > 1 && given[d] <= 0) return false;  // a broadcast (stride 0): no tensor map describes it
-    strides[d] = dims[d + 1] == 1 ? dense : static_cast<uint64_t>(given[d]);
-    dense = strides[d] * dims[d + 1];
-  }
-  static_assert(L::VtTile::kRows == 16 && L::VtTile::kCols == 64 && L::VtTile::kSwizzle == tile::Swizzle::k128B,
+  if (!head_box_strides(dims, given, strides)) return false;  // a broadcast (stride 0)
+  static_assert(L::VtTile::kRows == 16 && L::VtTile::kCols == 64 && L::VtTile::kSwizzle == tile::Swizzle::k128B &&
+                    kHeadBox[0] == 64 && kHeadBox[2] == 16,
                 "the box is the stage's value tile");
   // The last map of this host thread is kept (serving loops and graph captures repeat the same v):
   // the encoding is a pure function of these arguments.
@@ -257,8 +253,7 @@ bool make_value_map(const RecurrenceParams& rp, CUtensorMap* map) {
     *map = last.map;
     return last.ok;
   }
-  const uint32_t box[4] = {64, 1, 16, 1};
-  const bool ok = make_tensor_map_bf16(map, rp.v, 4, dims, strides, box, tile::Swizzle::k128B).code == KDA_OK;
+  const bool ok = make_tensor_map_bf16(map, rp.v, 4, dims, strides, kHeadBox, tile::Swizzle::k128B).code == KDA_OK;
   last.base = rp.v;
   std::copy(dims, dims + 4, last.dims);
   std::copy(strides, strides + 3, last.strides);

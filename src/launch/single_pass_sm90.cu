@@ -11,23 +11,14 @@
 namespace kda::sm90 {
 namespace {
 
-// The map of a [B, T, heads, 128] bf16 tensor in boxes of 64 columns x 1 head x 16 tokens x 1 batch
-// row, 128B swizzle (the warp preparation's boxes, the stage's value tiles). A dimension of size 1
-// gets a dense stride. False for a broadcast dimension and when the driver rejects the map (base or
-// strides not 16-byte aligned, ...): the call then runs on the two kernels.
+// The map of a [B, T, heads, 128] bf16 tensor in the warp preparation's boxes (tensor_map.h). False where
+// none describes it (a broadcast dimension, a base or stride not 16-byte aligned, a strided innermost
+// dimension): the call then runs on the two kernels.
 bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorMap* map) {
   if (x.data == nullptr || T <= 0 || heads <= 0 || B <= 0 || x.stride[3] != 1) return false;
   const uint64_t dims[4] = {128, static_cast<uint64_t>(heads), static_cast<uint64_t>(T), static_cast<uint64_t>(B)};
   const int64_t given[3] = {x.stride[2], x.stride[1], x.stride[0]};
-  uint64_t strides[3];
-  uint64_t dense = 128;
-  for (int d = 0; d < 3; ++d) {
-    if (dims[d + 1] > 1 && given[d] <= 0) return false;
-    strides[d] = dims[d + 1] == 1 ? dense : static_cast<uint64_t>(given[d]);
-    dense = strides[d] * dims[d + 1];
-  }
-  const uint32_t box[4] = {64, 1, 16, 1};
-  return make_tensor_map_bf16(map, x.data, 4, dims, strides, box, tile::Swizzle::k128B).code == KDA_OK;
+  return make_head_box_map(map, x.data, dims, given);
 }
 
 // One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces

@@ -148,4 +148,20 @@ kda_status make_tensor_map_bf16(CUtensorMap* map, const void* base, int rank, co
   return encode_bf16(map, base, rank, dims, strides, box, swizzle, kName);
 }
 
+bool head_box_strides(const uint64_t (&dims)[4], const int64_t (&given)[3], uint64_t (&strides)[3]) {
+  uint64_t dense = 128;  // elements spanned by the dimensions inside
+  for (int d = 0; d < 3; ++d) {
+    if (dims[d + 1] > 1 && given[d] <= 0) return false;
+    strides[d] = dims[d + 1] == 1 ? dense : static_cast<uint64_t>(given[d]);
+    dense = strides[d] * dims[d + 1];
+  }
+  return true;
+}
+
+bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
+  uint64_t strides[3];
+  return head_box_strides(dims, given, strides) &&
+         make_tensor_map_bf16(map, base, 4, dims, strides, kHeadBox, tile::Swizzle::k128B).code == KDA_OK;
+}
+
 }  // namespace kda::sm90

@@ -34,4 +34,15 @@ kda_status make_tensor_map_bf16(CUtensorMap* map, const void* base, int rank, co
 // The driver's swizzle enum for a tile swizzle.
 CUtensorMapSwizzle tensor_map_swizzle(tile::Swizzle swizzle);
 
+// A [B, T, heads, 128] bf16 tensor (q, k, g, v) in boxes of 64 columns x 1 head x 16 tokens x 1 batch
+// row with the 128B swizzle: the warp preparation's boxes and the wgmma stage's value tiles.
+inline constexpr uint32_t kHeadBox[4] = {64, 1, 16, 1};
+// The element strides of dims {128, heads, T, B} (innermost first) from the caller's strides of the
+// heads, tokens and batch rows: a dimension of size 1 gets a dense stride (the caller's may be anything
+// there). False for a broadcast dimension (a stride <= 0 over more than one element): no tensor map
+// describes it.
+bool head_box_strides(const uint64_t (&dims)[4], const int64_t (&given)[3], uint64_t (&strides)[3]);
+// head_box_strides, then the map in kHeadBox boxes (128B swizzle); false where either refuses.
+bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]);
+
 }  // namespace kda::sm90
