@@ -53,9 +53,6 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
 
 // ---- The single pass (single_pass_sm90.cu; docs/design.md §3.5) ----
 
-// Why the single pass cannot take `problem` (a phrase naming the input), or null when it can, as far as
-// shapes, dtypes and options tell (the tensor maps of q, k, g and v may still be refused).
-const char* single_pass_limit(const Problem& problem);
 // Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO the
 // plan: no sequence parallelism, and enough (sequence, head) pairs to fill the GPU), and if so its launch:
 // *launched tells whether it was launched. KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an

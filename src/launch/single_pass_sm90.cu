@@ -32,8 +32,8 @@ kda_status launch_kernel_for(dim3 grid, const SinglePassParams& sp, const CUtens
                                                                   kSmem, stream, true, sp, qmap, kmap, gmap, vmap);
 }
 
-}  // namespace
-
+// Why the single pass cannot take `pr` (a phrase naming the input), or null when it can, as far as
+// shapes, dtypes and options tell (the tensor maps of q, k, g and v may still be refused).
 const char* single_pass_limit(const Problem& pr) {
   const kda_fwd_params& a = *pr.params;
   if (a.gate != KDA_GATE_BOUNDED) return "a gate other than KDA_GATE_BOUNDED";
@@ -42,6 +42,8 @@ const char* single_pass_limit(const Problem& pr) {
   if (pr.N * pr.HV > 0x7fffffff) return "more than 2^31 - 1 (sequence, head) pairs";
   return nullptr;
 }
+
+}  // namespace
 
 kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_stream_t stream_handle, bool* launched) {
   *launched = false;
