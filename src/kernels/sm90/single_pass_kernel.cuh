@@ -1,5 +1,6 @@
 // single_pass_kernel: the forward pass in one launch and without the chunk record in global memory
-// (issue 10; docs/design.md §3.5). One CTA per (sequence, value head):
+// (issue 10; docs/design.md §3.5). One CTA per (sequence, value head), or per (piece, sequence, value
+// head) in the kPieces instance (a forced warm-up: testing and measuring only):
 //
 //   eight preparation warps   warp w prepares chunks w, w + 8, ... (warp_prep.cuh, RecordTo::kLate):
 //                             q, k, g by tensor copies into its own boxes, the chunk's §2.1 quantities
