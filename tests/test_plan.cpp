@@ -25,34 +25,87 @@ RecurrencePlan plan(int64_t units, int64_t chunks, int forced = 0, int32_t metho
 
 bool valid_vsplit(int v) { return v == 1 || v == 2 || v == 4 || v == 8; }
 
-TEST(SinglePassPlan, AutomaticFromSeventyPercentOfTheSmsWithoutSplitting) {
-  // The benchmark's cases on the H200: the single pass where the pairs fill >= 70% of 132 SMs (93 on).
-  EXPECT_TRUE(single_pass_auto(512, kH200, plan(512, 256)));    // B16_T4096_H32
-  EXPECT_TRUE(single_pass_auto(2048, kH200, plan(2048, 32)));   // B64_T512_H32
-  EXPECT_TRUE(single_pass_auto(128, kH200, plan(128, 1024)));   // T16384_H16_N8
-  EXPECT_TRUE(single_pass_auto(96, kH200, plan(96, 512)));      // T8192_H96
-  EXPECT_TRUE(single_pass_auto(93, kH200, plan(93, 512)));
-  EXPECT_FALSE(single_pass_auto(92, kH200, plan(92, 512)));
-  EXPECT_FALSE(single_pass_auto(64, kH200, plan(64, 512)));     // T8192_H64: a warm-up plan
-  EXPECT_FALSE(single_pass_auto(8, kH200, plan(8, 512)));       // T8192_H8
-  // A forced split keeps the two kernels (the single pass has no sequence parallelism of its own).
-  EXPECT_FALSE(single_pass_auto(512, kH200, plan(512, 256, 2, KDA_CONTEXT_EXACT)));
-  // The fraction follows the GPU's SM count.
-  EXPECT_TRUE(single_pass_auto(70, 100, plan(70, 512, 1, KDA_CONTEXT_AUTO, true, 100)));
-  EXPECT_FALSE(single_pass_auto(69, 100, plan(69, 512, 1, KDA_CONTEXT_AUTO, true, 100)));
+// single_pass_auto for a case of `units` pairs and `chunks` chunks per sequence under the automatic plan.
+bool auto_single(int64_t units, int64_t chunks, bool pieces_ok = true, int sms = kH200) {
+  return single_pass_auto(units, sms, plan(units, chunks, 0, KDA_CONTEXT_AUTO, true, sms), chunks, pieces_ok);
 }
 
-TEST(SinglePassPlan, PiecesOnlyForAForcedWarmupOnWholeChunksOutOfPlace) {
+TEST(SinglePassPlan, AutomaticFromSeventyPercentOfTheSmsWithoutSplitting) {
+  // The benchmark's cases on the H200: the single pass where the pairs fill >= 70% of 132 SMs (93 on).
+  EXPECT_TRUE(auto_single(512, 256));    // B16_T4096_H32
+  EXPECT_TRUE(auto_single(2048, 32));    // B64_T512_H32
+  EXPECT_TRUE(auto_single(128, 1024));   // T16384_H16_N8
+  EXPECT_TRUE(auto_single(96, 512));     // T8192_H96
+  EXPECT_TRUE(auto_single(93, 512));
+  EXPECT_TRUE(auto_single(93, 512, false));  // (no pieces needed)
+  // A forced split keeps the two kernels (an exact combine; the single pass has none).
+  EXPECT_FALSE(single_pass_auto(512, kH200, plan(512, 256, 2, KDA_CONTEXT_EXACT), 256, true));
+  // The fraction follows the GPU's SM count.
+  EXPECT_TRUE(single_pass_auto(70, 100, plan(70, 512, 1, KDA_CONTEXT_AUTO, true, 100), 512, true));
+  EXPECT_FALSE(single_pass_auto(69, 100, plan(69, 512, 1, KDA_CONTEXT_AUTO, true, 100), 512, true));
+}
+
+TEST(SinglePassPlan, AutomaticInTheWarmupPlansPiecesOfAtLeast96ChunksInOneWave) {
+  // Few pairs: the plan is a bounded warm-up, and the single pass takes its pieces where they are long
+  // enough and fit on the SMs at once (plan pieces as of 2026-12-01: T8192_H64 2, T8192_H8 16,
+  // T32768_H32 4, T65536_H8 33).
+  EXPECT_TRUE(auto_single(64, 512));    // T8192_H64: 128 pieces of 256 chunks
+  EXPECT_TRUE(auto_single(32, 2048));   // T32768_H32: 128 of 512
+  EXPECT_FALSE(auto_single(8, 4096));   // T65536_H8: 264 pieces of 125 chunks, two waves
+  EXPECT_FALSE(auto_single(8, 512));    // T8192_H8: 32
+  EXPECT_FALSE(auto_single(48, 512));   // T8192_H12_N4: 64
+  EXPECT_FALSE(auto_single(16, 512));   // T8192_H16_N1: 64
+  EXPECT_FALSE(auto_single(32, 32));    // T512_H32: pieces of 16 chunks
+  EXPECT_FALSE(auto_single(12, 128));   // T2048_H12_N1
+  EXPECT_FALSE(auto_single(4, 64));     // T1024_H4_N1
+  // A forced plan stays on the two kernels (unless single_pass forces the single pass too).
+  EXPECT_FALSE(single_pass_auto(64, kH200, plan(64, 512), 512, true, false));
+  EXPECT_TRUE(single_pass_auto(96, kH200, plan(96, 512), 512, true, false));  // (no split: not a plan's matter)
+  // Without pieces (packed, partial chunks, in place, no room for the flags) the few pairs stay on the
+  // two kernels.
+  EXPECT_FALSE(auto_single(64, 512, false));
+  EXPECT_FALSE(auto_single(92, 512, false));
+  // Exactly at the limits: the plan's pieces times kSinglePassMinPieceChunks chunks, and as many units as
+  // the pieces leave SMs for.
+  const RecurrencePlan p = plan(8, 512);
+  ASSERT_EQ(p.method, SplitMethod::kWarmup);
+  const int64_t at = int64_t{kSinglePassMinPieceChunks} * p.pieces;
+  EXPECT_TRUE(single_pass_auto(8, kH200, p, at, true));
+  EXPECT_FALSE(single_pass_auto(8, kH200, p, at - p.pieces, true));
+  EXPECT_TRUE(single_pass_auto(kH200 / p.pieces, kH200, p, at, true));
+  EXPECT_FALSE(single_pass_auto(kH200 / p.pieces + 1, kH200, p, at, true));
+}
+
+TEST(SinglePassPlan, PiecesOnWholeChunksOutOfPlaceWithFlagsOrAForcedWarmup) {
+  // pieces_ok: whole chunks, not in place, and room for the flags unless the warm-up is forced.
+  EXPECT_TRUE(single_pass_pieces_ok(true, false, 0, true));
+  EXPECT_TRUE(single_pass_pieces_ok(true, false, 1, false));   // forced: no fallback, no flags
+  EXPECT_FALSE(single_pass_pieces_ok(true, false, 0, false));  // bounded without room for flags
+  EXPECT_FALSE(single_pass_pieces_ok(false, false, 1, true));  // a partial chunk or packed sequences
+  EXPECT_FALSE(single_pass_pieces_ok(true, true, 1, true));    // in place
   const RecurrencePlan warm = plan(8, 512, 4, KDA_CONTEXT_WARMUP);
   ASSERT_EQ(warm.method, SplitMethod::kWarmup);
   ASSERT_EQ(warm.pieces, 4);
-  EXPECT_EQ(single_pass_pieces(warm, 1, true, false, 8), 4);
-  EXPECT_EQ(single_pass_pieces(warm, 0, true, false, 8), 1);   // the bound decides: not in the single pass
-  EXPECT_EQ(single_pass_pieces(warm, 1, false, false, 8), 1);  // a partial chunk or packed sequences
-  EXPECT_EQ(single_pass_pieces(warm, 1, true, true, 8), 1);    // in place
-  EXPECT_EQ(single_pass_pieces(warm, 1, true, false, int64_t{1} << 30), 1);  // grid beyond 2^31 - 1 CTAs
-  EXPECT_EQ(single_pass_pieces(plan(8, 512, 4, KDA_CONTEXT_EXACT), 1, true, false, 8), 1);
-  EXPECT_EQ(single_pass_pieces(plan(512, 256), 1, true, false, 512), 1);
+  EXPECT_EQ(single_pass_pieces(warm, true, 8), 4);
+  EXPECT_EQ(single_pass_pieces(warm, false, 8), 1);
+  EXPECT_EQ(single_pass_pieces(warm, true, int64_t{1} << 30), 1);  // grid beyond 2^31 - 1 CTAs
+  EXPECT_EQ(single_pass_pieces(plan(8, 512, 4, KDA_CONTEXT_EXACT), true, 8), 1);
+  EXPECT_EQ(single_pass_pieces(plan(512, 256), true, 512), 1);
+}
+
+TEST(SinglePassPlan, GarbageOfOneRepeatedByteIsNoFlagOfItsOwnEpoch) {
+  // A workspace's first call (fresh or poisoned memory): the epoch word and the flag words hold the same
+  // garbage; none may read as "fell back" in that epoch (single_pass_fallback.cuh), nor as any flag.
+  for (int b = 0; b < 256; ++b) {
+    uint64_t g = 0;
+    for (int i = 0; i < 8; ++i) g = (g << 8) | static_cast<uint64_t>(b);
+    EXPECT_NE(piece_word(g, true), g) << "byte " << b;
+    EXPECT_NE(piece_word(g, false), g) << "byte " << b;
+  }
+  // The epoch advances by one per call: consecutive calls' words differ, and a flag is its low bit.
+  EXPECT_NE(piece_word(7, true), piece_word(8, true));
+  EXPECT_EQ(piece_word(7, true) & 1, 1u);
+  EXPECT_EQ(piece_word(7, false) & 1, 0u);
 }
 
 TEST(Plan, ManyHeadsKeepOnePass) {

@@ -110,7 +110,7 @@ PreparationLayout preparation_layout(const Problem& pr) {
 // final states' last updates, the fallback flags and deferred final states, then (sequence
 // parallelism only) the exact combine's float32 states and transitions. Sizes saturate at SIZE_MAX.
 struct WorkspaceLayout {
-  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, tail = 0, total = 0;
+  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, tail = 0, piece_fail = 0, total = 0;
 };
 
 // Whether a warm-up plan's fallback runs as tail jobs of pass 1's grid (recurrence_tail.cuh): through
@@ -153,6 +153,12 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
     // neither (kda_segment_transition_workspace_size covers kda_fwd_prepared's calls with it).
     w.deferred = align256(w.total);
     w.total = sat_add(w.deferred, sat_mul(sat_size(pr.N * pr.HV), kMaxFinalStateBytes));
+  }
+  if (warm) {  // the single pass's pieces' epoch and flags (single_pass_fallback.cuh; reserved for prepared
+              // calls too, which never use them, so that a transition's workspace still covers kda_fwd's)
+    w.piece_fail = align256(w.total);
+    w.total = sat_add(w.piece_fail,
+                      sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(plan.pieces)), 1), sizeof(uint64_t)));
   }
   if (uses_tail(plan, prepared)) {  // the tail's counters (kernel_params.h)
     w.tail = align256(w.total);
@@ -200,13 +206,25 @@ namespace {
 
 Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
 
+// The single pass's fallback preparation (PrepParams::sp_fail): about this many CTAs in all (four waves
+// of its instance on the H200's 132 SMs), each striding over its head's chunks, so that on decaying
+// gates, where no unit fell back, the launch is one round of flag reads per CTA (3 us at one wave,
+// T8192_H8), and where units fell back each CTA prepares few chunks (one wave: 91 us against the
+// two kernels' whole-grid preparation on T8192_H8_LM, ncu 2026-12-02, a chunk's latency per step).
+constexpr int64_t kFallbackPrepCtas = 4 * 132 * kFallbackPrepCtasPerSm;
+
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
-  const dim3 grid(static_cast<unsigned>(vchunks), HV);
+  const int64_t cols = pp.sp_fail == nullptr ? vchunks : std::min<int64_t>(vchunks, (kFallbackPrepCtas + HV - 1) / HV);
+  const dim3 grid(static_cast<unsigned>(cols), HV);
   // A programmatic dependent launch of the caller's previous kernel (the kernel waits for it first,
   // chunk_prep_kernel.cuh): the host's launch call is 0.4-0.7 us cheaper with the attribute
   // (flash_kda_bench_host, 2026-12-01), and that call is on every eager call's critical path.
+  if constexpr (kGate == GateKind::kBounded) {  // the single pass's fallback (a warm-up plan: with bounds)
+    if (pp.sp_fail != nullptr)
+      return launch_with_smem<chunk_prep_kernel<kGate, true, true>>("chunk_prep_kernel", grid, 128, smem, stream, true, pp);
+  }
   if (pp.chunk_bounds != nullptr)  // the bounded warm-up's chunk bounds too
     return launch_with_smem<chunk_prep_kernel<kGate, true>>("chunk_prep_kernel", grid, 128, smem, stream, true, pp);
   return launch_with_smem<chunk_prep_kernel<kGate, false>>("chunk_prep_kernel", grid, 128, smem, stream, true, pp);
@@ -375,7 +393,7 @@ PrepParams preparation_params(const Problem& pr) {
 }
 
 kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_bounds, kda_stream_t stream_handle,
-                              uint8_t* kr_lo, int32_t* tail) {
+                              uint8_t* kr_lo, int32_t* tail, const SinglePassLaunch* fallback) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const kda_fwd_params& a = *pr.params;
   PrepParams pp = preparation_params(pr);
@@ -385,6 +403,11 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   pp.chunk_bounds = chunk_bounds;
   pp.kr_lo = kr_lo;
   pp.tail = tail;
+  if (fallback != nullptr && fallback->piece_fail != nullptr) {
+    pp.sp_fail = fallback->piece_fail;
+    pp.sp_epoch = fallback->epoch;
+    pp.sp_pieces = fallback->pieces;
+  }
   switch (a.gate) {
     case KDA_GATE_BOUNDED: return launch_prep<GateKind::kBounded>(pp, seq.num_vchunks, pp.HV, stream);
     case KDA_GATE_SOFTPLUS: return launch_prep<GateKind::kSoftplus>(pp, seq.num_vchunks, pp.HV, stream);
@@ -414,12 +437,15 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
 
   const int64_t units = pr.N * pr.HV;
   if (units == 0) return make_ok();
-  if (!prepared) {  // the single pass, where it is chosen and takes the problem (single_pass_sm90.cu)
-    bool launched = false;
-    KDA_RETURN_IF_ERROR(maybe_single_pass(pr, plan, stream_handle, &launched));
-    if (launched) return make_ok();
-  }
   const WorkspaceLayout ws = workspace_layout(pr, plan, prepared);
+  // The single pass, where it is chosen and takes the problem (single_pass_sm90.cu); with bounded
+  // pieces, the two-kernel path below runs too, on the units it left (single_pass_fallback.cuh).
+  SinglePassLaunch single;
+  if (!prepared) {
+    uint64_t* fail_space = ws.piece_fail != 0 ? reinterpret_cast<uint64_t*>(records + ws.piece_fail) : nullptr;
+    KDA_RETURN_IF_ERROR(maybe_single_pass(pr, plan, fail_space, stream_handle, &single));
+    if (single.launched && single.piece_fail == nullptr) return make_ok();
+  }
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;
   if (std::max({first_pass_ctas(units, plan), second_pass_ctas(units, plan) + combine_ctas}) > 0x7fffffff)
@@ -432,7 +458,8 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   uint8_t* kr_lo = ws.kr_lo != 0 && pr.has_final_state ? records + ws.kr_lo : nullptr;
   const bool tail = uses_tail(plan, prepared);
   int32_t* tail_words = tail ? reinterpret_cast<int32_t*>(records + ws.tail) : nullptr;
-  if (!prepared) KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle, kr_lo, tail_words));
+  if (!prepared)
+    KDA_RETURN_IF_ERROR(launch_preparation(pr, workspace, chunk_bounds, stream_handle, kr_lo, tail_words, &single));
 
   RecurrenceParams rp;
   rp.seq = seq;
@@ -454,6 +481,8 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   rp.chunk_bounds = chunk_bounds;
   rp.unit_fallback = unit_fallback;
   rp.kr_lo = kr_lo;
+  rp.sp_fail = single.piece_fail;  // (the single pass's fallback: only the units it flagged)
+  rp.sp_pieces = single.pieces;
   const int64_t state_elems = 128 * 128;
   rp.cp_states = plan.segments > 1 ? reinterpret_cast<float*>(records + ws.context) : nullptr;
   rp.cp_transitions = rp.cp_states == nullptr ? nullptr : rp.cp_states + units * (plan.segments - 1) * state_elems;

@@ -38,9 +38,13 @@ kda_status fwd_prepared(const Problem& problem, const RecurrencePlan& plan, void
 // workspace, then the check word, then the chunk bounds; `chunk_bounds` null: not computed), its
 // size with the bounds, where the bounds are, the sequence layout and one recurrence launch.
 // `kr_lo`: where the preparation writes Kr's low part of each sequence's last chunk (PrepParams::kr_lo),
-// or null; `tail`: the counters it zeroes for the recurrence's tail jobs (PrepParams::tail), or null.
+// or null; `tail`: the counters it zeroes for the recurrence's tail jobs (PrepParams::tail), or null;
+// `fallback`: the single pass's (SinglePassLaunch::piece_fail not null: only the units it flagged), or
+// null.
+struct SinglePassLaunch;
 kda_status launch_preparation(const Problem& problem, void* workspace, float* chunk_bounds, kda_stream_t stream,
-                              uint8_t* kr_lo = nullptr, int32_t* tail = nullptr);
+                              uint8_t* kr_lo = nullptr, int32_t* tail = nullptr,
+                              const SinglePassLaunch* fallback = nullptr);
 size_t preparation_bytes(const Problem& problem);
 float* preparation_bounds(const Problem& problem, void* workspace);
 // Where the preparation's Kr low parts are (null when the build does not split the final update).
@@ -53,10 +57,23 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
 
 // ---- The single pass (single_pass_sm90.cu; docs/design.md §3.5) ----
 
+// What maybe_single_pass launched: nothing, the whole call, or bounded pieces whose units may have
+// fallen back (`piece_fail` not null: the caller runs the two-kernel path on the units with a flag
+// set, single_pass_fallback.cuh).
+struct SinglePassLaunch {
+  bool launched = false;
+  const uint64_t* piece_fail = nullptr;  // [pieces][N*HV] (single_pass_fallback.cuh)
+  uint64_t* epoch = nullptr;             // the flags' epoch, which the fallback's preparation advances
+  int32_t pieces = 1;
+};
+
 // Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO the
-// plan: no sequence parallelism, and enough (sequence, head) pairs to fill the GPU), and if so its launch:
-// *launched tells whether it was launched. KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an
-// error naming the reason, before anything is launched.
-kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, kda_stream_t stream, bool* launched);
+// plan: no sequence parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded warm-up
+// plan whose pieces are long enough, plan.h), and if so its launch. `fail_space`: the workspace's room
+// for the pieces' epoch and flags (1 + plan.pieces x N*HV 64-bit words), or null (no pieces with the
+// bounded warm-up then). KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error naming the reason, before
+// anything is launched.
+kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream,
+                             SinglePassLaunch* out);
 
 }  // namespace kda::sm90

@@ -63,23 +63,42 @@ RecurrencePlan plan_recurrence(const PlanRequest& request);
 
 // ---- The single pass (single_pass_sm90.cu; docs/design.md §3.5) ----
 
-// KDA_SINGLE_PASS_AUTO's choice: the plan splits no sequence and the (sequence, head) pairs fill at
-// least 70% of the SMs (one CTA per pair prepares its own chunks: with fewer pairs the two kernels,
-// whose preparation spreads over every SM, are faster; measured 2026-12-01, T8192_H96's 96 pairs on 132
-// SMs at parity or better, T8192_H64's 64 at 1.55x the two kernels' time).
-inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
-inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan) {
-  return plan.method == SplitMethod::kNone && units * kSinglePassFillDen >= int64_t{sms} * kSinglePassFillNum;
+// Whether a single-pass launch may cut sequences into the plan's pieces (`pieces_ok`): every sequence a
+// multiple of 16 tokens and not packed (whole chunks: the partial-chunk instance with pieces would spill),
+// not in place (a last piece would write the final state while piece 0 reads the initial one), and,
+// unless the warm-up length is forced (context_warmup_chunks > 0: testing), a workspace with room for
+// the pieces' fallback flags (single_pass_fallback.cuh).
+inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forced_warmup, bool fail_space) {
+  return whole_chunks && !in_place && (forced_warmup > 0 || fail_space);
 }
 
-// Pieces per sequence of a single-pass launch: the plan's pieces for a warm-up plan with a forced
-// warm-up length (context_warmup_chunks > 0: testing, the decay bound not checked, no exact fallback),
-// with whole chunks (every sequence a multiple of 16 tokens, not packed) and not in place (a last piece
-// would write the final state while piece 0 reads the initial one), and as long as the grid stays
-// within 2^31 - 1 CTAs; else 1 (whole sequences).
-inline int single_pass_pieces(const RecurrencePlan& plan, int32_t forced_warmup, bool whole_chunks, bool in_place,
-                              int64_t units) {
-  if (plan.method != SplitMethod::kWarmup || forced_warmup <= 0 || !whole_chunks || in_place || plan.pieces < 2) return 1;
+// KDA_SINGLE_PASS_AUTO's choice (measured 2026-12-01, docs/performance_notes.md):
+// - a plan that splits no sequence: when the (sequence, head) pairs fill at least 70% of the SMs (one
+//   CTA per pair prepares its own chunks: with fewer pairs the two kernels, whose preparation spreads
+//   over every SM, are faster; T8192_H96's 96 pairs on 132 SMs at parity or better, T8192_H64's 64 at
+//   1.55x the two kernels' time);
+// - a bounded warm-up plan that the planner chose (`planned`: context_split, context_method and
+//   context_warmup_chunks automatic; a forced plan is the two kernels' unless single_pass forces it too):
+//   in its pieces (pieces_ok) when they hold at least kSinglePassMinPieceChunks chunks and the pieces of
+//   all units fit on the SMs at once (one wave). Measured 2026-12-02 against the two kernels
+//   (docs/performance_notes.md): pieces of 256 and 512 chunks in one wave (T8192_H64, T32768_H32)
+//   0.94x; of 64 chunks (T8192_H16_N1) 1.06x and of 32 (T8192_H8) 1.2x, where the candidates'
+//   preparation, the fallback's two launches and the shorter chains weigh more; T65536_H8's 264 pieces
+//   (two waves) 0.95x on decaying gates but 1.15x on long memory (T65536_H8_LM: each wave pays its
+//   failed attempt before the two kernels run the units).
+inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
+inline constexpr int64_t kSinglePassMinPieceChunks = 96;
+inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan, int64_t chunks, bool pieces_ok,
+                             bool planned = true) {
+  if (plan.method == SplitMethod::kNone) return units * kSinglePassFillDen >= int64_t{sms} * kSinglePassFillNum;
+  return plan.method == SplitMethod::kWarmup && planned && pieces_ok && plan.pieces >= 2 &&
+         units * plan.pieces <= sms && (chunks + plan.pieces - 1) / plan.pieces >= kSinglePassMinPieceChunks;
+}
+
+// Pieces per sequence of a single-pass launch: the plan's pieces for a bounded warm-up plan where
+// pieces_ok, as long as the grid stays within 2^31 - 1 CTAs; else 1 (whole sequences).
+inline int single_pass_pieces(const RecurrencePlan& plan, bool pieces_ok, int64_t units) {
+  if (plan.method != SplitMethod::kWarmup || !pieces_ok || plan.pieces < 2) return 1;
   return units * plan.pieces > 0x7fffffff ? 1 : plan.pieces;
 }
 

@@ -45,12 +45,18 @@ const char* single_pass_limit(const Problem& pr) {
 
 }  // namespace
 
-kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_stream_t stream_handle, bool* launched) {
-  *launched = false;
+kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream_handle,
+                             SinglePassLaunch* out) {
+  *out = SinglePassLaunch{};
   const kda_fwd_params& a = *pr.params;
   const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
   if (a.single_pass == KDA_SINGLE_PASS_NEVER) return make_ok();
-  if (!always && !single_pass_auto(pr.N * pr.HV, sm_count(), plan)) return make_ok();  // (plan.h)
+  const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
+  const bool pieces_ok =
+      single_pass_pieces_ok(!pr.varlen && pr.T % 16 == 0, in_place, a.context_warmup_chunks, fail_space != nullptr);
+  const int64_t chunks = pr.varlen ? 0 : (pr.T + 15) / 16;  // (per sequence; packed batches are never cut)
+  const bool planned = a.context_split == 0 && a.context_method == KDA_CONTEXT_AUTO && a.context_warmup_chunks == 0;
+  if (!always && !single_pass_auto(pr.N * pr.HV, sm_count(), plan, chunks, pieces_ok, planned)) return make_ok();  // (plan.h)
   if (const char* why = single_pass_limit(pr)) {
     if (!always) return make_ok();
     return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but the single pass does not take %s",
@@ -84,18 +90,22 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, kda_
   sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   sp.HV = static_cast<int32_t>(pr.HV);
   sp.units = static_cast<int32_t>(pr.N * pr.HV);
-  // Pieces: a forced warm-up only (plan.h); whole chunks, since the partial instance with pieces would
-  // spill beyond what the CI check allows.
-  const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
-  sp.pieces = single_pass_pieces(plan, a.context_warmup_chunks, !pr.varlen && pr.T % 16 == 0, in_place, sp.units);
+  // Pieces (plan.h): with the bounded warm-up their flags go to fail_space.
+  sp.pieces = single_pass_pieces(plan, pieces_ok, sp.units);
   sp.forced_warmup = a.context_warmup_chunks;
+  const bool bounded = sp.pieces > 1 && sp.forced_warmup == 0;
+  sp.epoch = bounded ? fail_space : nullptr;  // (its first word; the flags after it)
+  sp.piece_fail = bounded ? fail_space + 1 : nullptr;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
   const dim3 grid(static_cast<unsigned>(pr.N * pr.HV * sp.pieces));
   const bool partial = pr.varlen || pr.T % 16 != 0;
   const kda_status s = sp.pieces > 1 ? launch_kernel_for<false, true>(grid, sp, qmap, kmap, gmap, vmap, stream)
                        : partial     ? launch_kernel_for<true, false>(grid, sp, qmap, kmap, gmap, vmap, stream)
                                      : launch_kernel_for<false, false>(grid, sp, qmap, kmap, gmap, vmap, stream);
-  *launched = s.code == KDA_OK;
+  out->launched = s.code == KDA_OK;
+  out->piece_fail = out->launched ? sp.piece_fail : nullptr;
+  out->epoch = out->launched ? fail_space : nullptr;
+  out->pieces = sp.pieces;
   return s;
 }
 

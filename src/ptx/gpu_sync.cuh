@@ -1,6 +1,7 @@
 // Device-scope (gpu) synchronisation between CTAs of one grid: release/acquire on global words,
 // for counters one CTA publishes and another waits for (the bounded warm-up's tail jobs,
-// src/kernels/sm90/recurrence_tail.cuh). The pattern: the writing CTA's threads store their data,
+// src/kernels/sm90/recurrence_tail.cuh); relaxed 64-bit words, for flags that CTAs only poll (the
+// single pass's pieces, single_pass_fallback.cuh). The pattern: the writing CTA's threads store their data,
 // __syncthreads(), then one thread red_release_add()s the counter; the waiting CTA's thread spins
 // on ld_acquire() (wait_at_least) and then __syncthreads() before its threads read the data. The
 // barriers carry the order between the CTA's threads, the release/acquire pair between the CTAs
@@ -28,6 +29,16 @@ __device__ __forceinline__ int32_t ld_relaxed(const int32_t* p) {
   int32_t v;
   asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+
+__device__ __forceinline__ uint64_t ld_relaxed(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_relaxed(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
 }
 
 __device__ __forceinline__ void st_release(int32_t* p, int32_t v) {

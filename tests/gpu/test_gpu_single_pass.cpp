@@ -3,8 +3,9 @@
 // against the float64 recurrence across batch rows, packed sequences (cu_seqlens; a sequence of
 // Inf / NaN leaves its neighbours untouched), partial chunks, grouped heads, state dtypes,
 // gates' options and the L2 norm's rescaled path; next to the two kernels; bitwise deterministic, in
-// place equal to out of place; and every problem it does not take refused by name. (The whole GPU
-// suite also runs on it: FLASH_KDA_TEST_SINGLE_PASS=always, gpu_harness.h.)
+// place equal to out of place; and every problem it does not take refused by name. (Its pieces:
+// test_gpu_single_pass_pieces.cpp. The whole GPU suite also runs on it: FLASH_KDA_TEST_SINGLE_PASS=always,
+// gpu_harness.h.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "reference/common.h"
 #include "tests/golden_io.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/single_pass_checks.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -24,29 +26,6 @@ namespace {
 
 using reference::bf16_to_float;
 using reference::float_to_bf16;
-
-void always(kda_fwd_params& p) { p.single_pass = KDA_SINGLE_PASS_ALWAYS; }
-void never(kda_fwd_params& p) { p.single_pass = KDA_SINGLE_PASS_NEVER; }
-
-// Relative L2 distance of two runs' outputs and final states (f32).
-std::pair<double, double> distance(const RandomProblem& a, const RandomProblem& b) {
-  return {rel_l2(bf16_to_f64(a.out), bf16_to_f64(b.out)), rel_l2(f32_to_f64(a.final_f32), f32_to_f64(b.final_f32))};
-}
-
-// `s` on the single pass (forced) and on the two kernels: each against the float64 recurrence, and the two
-// against each other (out within 5e-3, the f32 final state within 2e-3: they differ by rounding only).
-// Returns the single pass's run.
-RandomProblem check_both_paths(const ProblemSpec& s, const char* name) {
-  RandomProblem one = make_random_problem(s);
-  RandomProblem two = one;
-  expect_close(name, gpu_vs_f64(one, always), 5e-3, 4e-3);
-  expect_close("  the same on the two kernels", gpu_vs_f64(two, never), 5e-3, 4e-3);
-  const auto [dout, dstate] = distance(one, two);
-  std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
-  EXPECT_LT(dout, 5e-3) << name;
-  EXPECT_LT(dstate, 2e-3) << name;
-  return one;  // the single pass's run (its out and final state)
-}
 
 TEST(GpuSinglePass, ShapesAgainstFloat64AndTheTwoKernels) {
   KDA_SKIP_WITHOUT_SM90();
@@ -138,57 +117,6 @@ TEST(GpuSinglePass, NeighboursPoisonNothing) {
   const size_t unit = 128 * 128 * static_cast<size_t>(s.HV);
   EXPECT_EQ(0, std::memcmp(&clean.final_f32[0], &dirty.final_f32[0], unit * 4)) << "sequence 0";
   EXPECT_EQ(0, std::memcmp(&clean.final_f32[2 * unit], &dirty.final_f32[2 * unit], unit * 4)) << "sequence 2";
-}
-
-TEST(GpuSinglePass, ForcedWarmupPiecesMatchTheTwoKernels) {
-  KDA_SKIP_WITHOUT_SM90();
-  // Pieces with a forced warm-up length (context_warmup_chunks: testing only, approximate by design): the
-  // single pass cuts the sequences as the two kernels' warm-up plan does and warms up as many chunks, so
-  // the two agree to rounding, while both differ from the exact result by what the warm-up drops.
-  struct Case {
-    int64_t B, T, H, HV;
-    int32_t pieces, warmup;
-  };
-  const Case cases[] = {{1, 2048, 1, 2, 4, 1}, {2, 1024, 2, 2, 3, 2}, {1, 512, 1, 1, 9, 1}, {1, 96, 1, 1, 8, 3}};
-  uint64_t seed = 900;
-  for (const Case& c : cases) {
-    ProblemSpec s;
-    s.B = c.B;
-    s.T = c.T;
-    s.H = c.H;
-    s.HV = c.HV;
-    s.context_split = c.pieces;
-    s.context_method = KDA_CONTEXT_WARMUP;
-    s.context_warmup_chunks = c.warmup;
-    s.seed = ++seed;
-    char name[96];
-    std::snprintf(name, sizeof(name), "single pass, %d pieces warming up %d, B%lld T%lld HV%lld", c.pieces, c.warmup,
-                  static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.HV));
-    // Random gates decay fast: one chunk of warm-up is already below float32 rounding (design.md §3.2).
-    const RandomProblem one = check_both_paths(s, name);
-    // Deterministic.
-    RandomProblem again = one;
-    kda_fwd_params pa = again.params();
-    always(pa);
-    ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
-    expect_identical(one, again, name);
-  }
-  // A slowly decaying channel: one chunk of warm-up drops a visible part of the state, on both paths
-  // alike (the pieces are really there: the single pass does not silently run whole sequences).
-  ProblemSpec s;
-  s.T = 1024;
-  s.H = s.HV = 2;
-  s.slow_every = 8;
-  s.context_split = 4;
-  s.context_method = KDA_CONTEXT_WARMUP;
-  s.context_warmup_chunks = 1;
-  s.seed = 950;
-  RandomProblem one = make_random_problem(s);
-  RandomProblem two = one;
-  const GpuErrors e1 = gpu_vs_f64(one, always), e2 = gpu_vs_f64(two, never);
-  std::printf("[ single  ] slow channels, 4 pieces warming up 1: out %.3e (two kernels %.3e) from float64\n", e1.out, e2.out);
-  EXPECT_GT(e1.out, 1e-2) << "the warm-up's error must show with slow channels";
-  EXPECT_LT(std::fabs(e1.out - e2.out), 0.05 * e2.out) << "both paths drop the same part";
 }
 
 TEST(GpuSinglePass, StateDtypesAndOptions) {

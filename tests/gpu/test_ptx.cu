@@ -3,10 +3,12 @@
 // ldmatrix.trans from the swizzled chunk record, ldmatrix.trans of the padded value tile,
 // stmatrix.trans of the output tile, the bf16 hi/lo split). One warp per test kernel. Also the
 // programmatic-dependent-launch pair (grid_dependency.cuh): a dependent grid that starts while its
-// primary still runs sees the primary's writes after wait_primary.
+// primary still runs sees the primary's writes after wait_primary. And the relaxed 64-bit words the
+// single pass's pieces poll (gpu_sync.cuh).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 
 #include "src/kernels/sm90/record_fragments.cuh"
 #include "src/ptx/grid_dependency.cuh"
+#include "src/ptx/gpu_sync.cuh"
 #include "tests/gpu/gpu_harness.h"
 
 namespace kda::test {
@@ -422,6 +425,34 @@ TEST(Ptx, DependentLaunchSeesThePrimaryAfterWaiting) {
   cudaFree(data);
   cudaFree(seen);
   cudaFree(t);
+}
+
+// The relaxed 64-bit words the single pass's pieces poll (gpu_sync.cuh): every CTA stores its own word,
+// then (a second launch) every CTA reads all of them back.
+__global__ void probe_store_words(unsigned long long* words, unsigned long long tag) {
+  if (threadIdx.x == 0) ptx::st_relaxed(reinterpret_cast<uint64_t*>(words) + blockIdx.x, (tag << 1) | (blockIdx.x & 1));
+}
+__global__ void probe_load_words(const unsigned long long* words, int n, unsigned long long tag, int* bad) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    if (ptx::ld_relaxed(reinterpret_cast<const uint64_t*>(words) + i) != ((tag << 1) | (i & 1))) atomicAdd(bad, 1);
+}
+
+TEST(Ptx, RelaxedWordsReadBackAcrossCtas) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr int kCtas = 300;
+  unsigned long long* words = nullptr;
+  int* bad = nullptr;
+  ASSERT_EQ(cudaMalloc(&words, sizeof(unsigned long long) * kCtas), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&bad, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(bad, 0, sizeof(int)), cudaSuccess);
+  const unsigned long long tag = 0x123456789abcdefull;
+  probe_store_words<<<kCtas, 32>>>(words, tag);
+  probe_load_words<<<4, 128>>>(words, kCtas, tag, bad);
+  int h = -1;
+  ASSERT_EQ(cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(h, 0);
+  cudaFree(words);
+  cudaFree(bad);
 }
 
 TEST(Ptx, FragmentCoordinatesCoverTheTile) {

@@ -1,6 +1,7 @@
 // chunk_prep_kernel: one CTA per (virtual chunk, value head) runs prepare_chunk (prep_chunk.cuh).
 //
-// Grid:   (num_vchunks, HV); CTAs of unowned virtual chunks exit at once.
+// Grid:   (num_vchunks, HV); CTAs of unowned virtual chunks exit at once. As the single pass's fallback
+//         (PrepParams::sp_fail): (fewer, HV), each CTA striding over the chunks of its head.
 // Block:  128 threads. This kernel is itself a programmatic dependent launch of whatever the caller
 //         ran before (FLASH_KDA_PDL): it waits for that grid before reading any input or writing the
 //         workspace, and only then lets the recurrence launch, so that the recurrence's prologue
@@ -12,6 +13,7 @@
 
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_chunk.cuh"
+#include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/ptx/grid_dependency.cuh"
 
 // Resident CTAs per SM the register allocation is sized for (build-time knob, timed in
@@ -22,18 +24,54 @@
 
 namespace kda::sm90 {
 
-template <GateKind kGate, bool kBounds = false>
-__global__ void __launch_bounds__(128, FLASH_KDA_PREP_CTAS_PER_SM) chunk_prep_kernel(PrepParams p) {
+// The fallback instance's CTAs per SM: one fewer than the others, for the registers of its loop.
+inline constexpr int kFallbackPrepCtasPerSm = FLASH_KDA_PREP_CTAS_PER_SM - 1;
+
+// kFiltered: the single pass's fallback (p.sp_fail set): an instance of its own, at one CTA per SM fewer
+// (at the others' 80 registers its loop spilled 12 bytes).
+template <GateKind kGate, bool kBounds = false, bool kFiltered = false>
+__global__ void __launch_bounds__(128, kFiltered ? kFallbackPrepCtasPerSm : FLASH_KDA_PREP_CTAS_PER_SM)
+    chunk_prep_kernel(PrepParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   ptx::wait_primary();       // the caller's previous kernel (inputs, the workspace's last reader)
   ptx::launch_dependents();  // the recurrence may start its prologue during the last wave
-  if (p.tail != nullptr && blockIdx.x < static_cast<unsigned>(p.seq.N)) {  // the tail's counters (kernel_params.h)
-    const int64_t unit = static_cast<int64_t>(blockIdx.x) * p.HV + blockIdx.y;
-    if (threadIdx.x < kTailWordsPerUnit) p.tail[kTailHeaderWords + kTailWordsPerUnit * unit + threadIdx.x] = 0;
-    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x >= 32 && threadIdx.x < 32 + kTailHeaderWords)
-      p.tail[threadIdx.x - 32] = 0;
+  if (p.tail != nullptr) {  // the tail's counters (kernel_params.h)
+    for (int64_t n = blockIdx.x; n < p.seq.N; n += gridDim.x) {
+      const int64_t unit = n * p.HV + blockIdx.y;
+      if (threadIdx.x < kTailWordsPerUnit) p.tail[kTailHeaderWords + kTailWordsPerUnit * unit + threadIdx.x] = 0;
+      if (n == 0 && blockIdx.y == 0 && threadIdx.x >= 32 && threadIdx.x < 32 + kTailHeaderWords)
+        p.tail[threadIdx.x - 32] = 0;
+    }
   }
-  prepare_chunk<kGate, kBounds>(p, *reinterpret_cast<PrepSmem<kGate>*>(smem_raw), blockIdx.x, blockIdx.y);
+  auto& smem = *reinterpret_cast<PrepSmem<kGate>*>(smem_raw);
+  if constexpr (kFiltered) {  // the single pass's fallback: its flagged units' chunks only, striding
+    // The next call's flags get the next epoch (the single pass's grid, which read this one, is done).
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.sp_epoch += 1;
+    // First whether any unit fell back at all (every flag, the CTA's threads in parallel): on decaying
+    // gates none did, and the CTA leaves after one round trip.
+    const int64_t units = static_cast<int64_t>(p.seq.N) * p.HV, words = units * p.sp_pieces;
+    int any = 0;
+    for (int64_t i = threadIdx.x; i < words; i += blockDim.x) any |= static_cast<int>(p.sp_fail[i] & 1);
+    if (!__syncthreads_or(any)) return;
+    // (Fixed-length batches only, every chunk owned: vc < 2^31, validate.cpp bounds B x T. The flags of
+    // the sequence last looked at are kept: a CTA's chunks run through few sequences.)
+    int32_t seen = -1;
+    bool fell = false;
+#pragma unroll 1
+    for (int32_t vc = blockIdx.x; vc < p.seq.num_vchunks; vc += gridDim.x) {
+      int32_t seq, chunk;
+      if (!locate_chunk(p.seq, vc, &seq, &chunk)) continue;
+      if (seq != seen) {
+        seen = seq;
+        fell = single_pass_fell_back(p.sp_fail, p.sp_pieces, units, static_cast<int64_t>(seq) * p.HV + blockIdx.y);
+      }
+      if (!fell) continue;
+      prepare_chunk<kGate, kBounds>(p, smem, vc, blockIdx.y);
+      __syncthreads();  // (prepare_chunk's shared memory, again)
+    }
+  } else {
+    prepare_chunk<kGate, kBounds>(p, smem, blockIdx.x, blockIdx.y);
+  }
 }
 
 }  // namespace kda::sm90

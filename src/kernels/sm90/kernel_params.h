@@ -19,6 +19,17 @@ inline constexpr int kWarmupCap = 4;
 // that may be dropped (spec §10: 2^-24).
 inline constexpr float kWarmupLog2Bound = -24.0f;
 
+// The single pass's piece flag word (single_pass_fallback.cuh): the call's epoch, offset so that
+// workspace garbage of one repeated byte (a fresh or poisoned buffer) never reads as a flag of its own
+// epoch (tests/test_plan.cpp checks all 256), and whether the piece fell back.
+inline constexpr uint64_t kPieceEpochOffset = 0x9E3779B97F4A7C15ull;
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr uint64_t piece_word(uint64_t epoch, bool fell_back) {
+  return ((epoch + kPieceEpochOffset) << 1) | (fell_back ? 1u : 0u);
+}
+
 // Where the sequences are: fixed-length rows of a [B, T] batch, or packed by cu_seqlens.
 struct SequenceLayout {
   const void* cu_seqlens;  // nullptr: N = B sequences of T tokens
@@ -64,6 +75,11 @@ struct PrepParams {
   // RecurrenceParams::tail, or nullptr: zeroed (the header by CTA (0, 0), each unit's words by the
   // CTA of its sequence's index and head) before the recurrence may read it.
   int32_t* tail = nullptr;
+  // The single pass's fallback (single_pass_fallback.cuh), or nullptr: only the chunks of units whose
+  // pieces set a flag in sp_fail ([sp_pieces][N*HV]) are prepared, the grid striding over the chunks.
+  const uint64_t* sp_fail = nullptr;
+  int32_t sp_pieces = 0;
+  uint64_t* sp_epoch = nullptr;  // the flags' epoch (single_pass_fallback.cuh): advanced by CTA (0, 0)
 };
 
 // Which pass of the recurrence a launch runs (src/launch/plan.h).
@@ -127,6 +143,11 @@ struct RecurrenceParams {
   // CTAs for twice the slots: a tail's few pass-2 chains then take twice the SMs.
   int32_t tail_half = 0;
   int32_t tail_combine_rows = 16;  // 8 or 16 (recurrence_tail.cuh)
+  // The single pass's fallback (single_pass_fallback.cuh; warm-up plans, pass kFirst), or nullptr: a
+  // unit none of whose pieces set a flag in sp_fail ([sp_pieces][units]) was computed by the single pass:
+  // its CTAs idle and it counts as decided, bounded (no fallback, no tail job).
+  const uint64_t* sp_fail = nullptr;
+  int32_t sp_pieces = 0;
 };
 
 // RecurrenceParams::tail: a header (the units decided and fallen back, as one 64-bit word; the CTAs
@@ -157,10 +178,17 @@ struct SinglePassParams {
   int32_t initial_is_f32, final_is_f32;
   int32_t HV;
   int32_t units;  // N * HV
-  // Pieces of each sequence (recurrence_task.cuh's piece_first_chunk), each warming up forced_warmup
-  // chunks from a zero state: the bounded warm-up with a forced length (context_warmup_chunks, testing
-  // only); 1: whole sequences. CTAs are piece-major: block = piece · units + unit.
+  // Pieces of each sequence (recurrence_task.cuh's piece_first_chunk; 1: whole sequences), CTAs
+  // piece-major: block = piece · units + unit. Piece p >= 1 warms up from a zero state over the chunks
+  // before its first: forced_warmup > 0, exactly that many (context_warmup_chunks, testing only); 0, as
+  // many as the decay bound asks (the bounded warm-up, design.md §3.2, with the single pass's own chunk
+  // bounds), and where no warm-up within kSinglePassWarmupCap chunks suffices the piece computes nothing
+  // and sets its flag in piece_fail ([pieces][units] words, every CTA writing its own on every call:
+  // epoch << 1 | fell back, with the call's epoch from *epoch; single_pass_fallback.cuh), and the
+  // launcher's fallback (the two-kernel path on the units with a flag set) computes its unit.
   int32_t pieces, forced_warmup;
+  uint64_t* piece_fail;
+  const uint64_t* epoch;
 };
 
 // deferred_final_kernel (deferred_final_kernel.cuh): the final states pass 1 of an in-place

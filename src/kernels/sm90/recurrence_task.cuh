@@ -32,6 +32,7 @@
 
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/tail_counters.cuh"
 #include "src/ptx/gpu_sync.cuh"
@@ -91,15 +92,16 @@ __device__ __forceinline__ bool preloads_initial_state(const RecurrenceParams& p
 }
 
 // Chunks of warm-up a piece starting at chunk c0 must take: the smallest w whose chunks' bounds
-// (c0 - 1, c0 - 2, ...) sum to <= log2_bound, or w = c0 (back to the start: exact), at most kCap.
-// Returns false when neither happens within the cap (the unit falls back to the exact path). The
-// kCap bounds are loaded at once (one memory round trip) and summed in a fixed order, so every CTA
-// of the unit computes the same w.
-template <int kCap>
-__device__ __forceinline__ bool warmup_chunks(const float* bounds, int32_t c0, float log2_bound, int32_t* w_out) {
+// (c0 - 1, c0 - 2, ...: bound_before(i) is chunk c0 - 1 - i's, called for i < min(kCap, c0)) sum to
+// <= log2_bound, or w = c0 (back to the start: exact), at most kCap. Returns false when neither
+// happens within the cap (the unit falls back to the exact path). The bounds are read at once (one
+// memory round trip) and summed in a fixed order, so every CTA of the unit computes the same w (and
+// the single pass's roles too, single_pass_kernel.cuh).
+template <int kCap, class BoundBefore>
+__device__ __forceinline__ bool warmup_chunks(BoundBefore bound_before, int32_t c0, float log2_bound, int32_t* w_out) {
   float b[kCap];
 #pragma unroll
-  for (int i = 0; i < kCap; ++i) b[i] = i < c0 ? bounds[c0 - 1 - i] : 0.0f;
+  for (int i = 0; i < kCap; ++i) b[i] = i < c0 ? bound_before(i) : 0.0f;
   float s = 0.0f;
   int32_t w = 0;
 #pragma unroll
@@ -261,13 +263,16 @@ __device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceP
   bool fallback = false;
   ptx::wait_primary();
   const int64_t unit = blockIdx.x % p.units;
+  // A unit the single pass computed (RecurrenceParams::sp_fail): idle, decided bounded.
+  const bool done = p.sp_fail != nullptr && p.pass == RecurrencePass::kFirst &&
+                    !single_pass_fell_back(p.sp_fail, p.sp_pieces, p.units, unit);
   // Tail jobs (recurrence_tail.cuh) wait only once every CTA of the grid has got this far.
   if (p.tail != nullptr && threadIdx.x == 0) ptx::red_relaxed_add(TailWords{p.tail}.started(), 1);
   if (p.pass == RecurrencePass::kFirst || p.pass == RecurrencePass::kTransition) {
     const bool tail = p.pass == RecurrencePass::kTransition;
     bool ok = true;
     const int t = threadIdx.x;
-    if (tail ? t == 0 : (t >= 1 && t < p.pieces)) {
+    if (!done && (tail ? t == 0 : (t >= 1 && t < p.pieces))) {
       const SequenceSpan sp = sequence_span(p.seq, p.seq_offset + static_cast<int32_t>(unit / p.HV));
       const int32_t nchunks = ceil_div(sp.len, 16);
       const int32_t c0 = tail ? nchunks : piece_first_chunk(t, ceil_div(nchunks, p.pieces), nchunks);
@@ -276,7 +281,7 @@ __device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceP
         w = min(p.forced_warmup, c0);
       } else {
         const float* bounds = p.chunk_bounds + static_cast<int64_t>(unit % p.HV) * p.seq.num_vchunks + sp.vbase;
-        ok = warmup_chunks<kWarmupCap>(bounds, c0, kWarmupLog2Bound, &w);
+        ok = warmup_chunks<kWarmupCap>([&](int i) { return bounds[c0 - 1 - i]; }, c0, kWarmupLog2Bound, &w);
       }
       warm[t] = w;
     }
@@ -289,7 +294,9 @@ __device__ __forceinline__ RecurrenceTask warm_recurrence_task(const RecurrenceP
     fallback = p.unit_fallback[unit] != 0;
     __syncthreads();
   }
-  return recurrence_task(p, p.pass, blockIdx.x, fallback, warm);
+  RecurrenceTask task = recurrence_task(p, p.pass, blockIdx.x, fallback, warm);
+  if (done) task.idle = true;
+  return task;
 }
 
 }  // namespace kda::sm90

@@ -40,6 +40,7 @@
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/recurrence_task.cuh"                // store_out_rows
 #include "src/kernels/sm90/sequence_map.cuh"
+#include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/kernels/sm90/single_pass_layout.h"
 #include "src/kernels/sm90/warp_prep.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
@@ -81,6 +82,19 @@ __device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
   return ranked;
 }
 
+// A bounded piece's warm-up, decided by every role alike once the candidates' bounds have arrived on
+// st.decide (nc = st.nc > 0 of them, chunk c0 - nc + j's in st.wbound[j]): the candidates to skip
+// (nc - w, warmup_chunks), or -1 where no warm-up within kSinglePassWarmupCap chunks suffices. (Its
+// inputs from shared memory: the preparation warps call it where their registers are shortest; kept in
+// registers, or called out of line, they spilled 36 bytes, against the 12 now.)
+__device__ __forceinline__ int decide_warmup(SinglePassLayout::Storage& st) {
+  ptx::mbar_wait(&st.decide, 0);
+  const int nc = *static_cast<volatile int32_t*>(&st.nc), c0 = *static_cast<volatile int32_t*>(&st.c0);
+  int32_t w = 0;
+  const bool ok = warmup_chunks<kSinglePassWarmupCap>([&](int i) { return st.wbound[nc - 1 - i]; }, c0, kWarmupLog2Bound, &w);
+  return ok ? nc - w : -1;
+}
+
 // kPieces: sequences cut into p.pieces pieces with a forced warm-up (testing and measuring only:
 // SinglePassParams::pieces); false: whole sequences (p.pieces = 1).
 template <bool kPartial, bool kPieces = false>
@@ -103,10 +117,16 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // The sequence (a batch row, or cu_seqlens' entries clamped to the packed length: never out of
   // bounds, sequence_map.cuh); cu_seqlens is read after the wait below.
   SequenceSpan span;
-  // The chunks this CTA walks: [c_start, c_start + steps), outputs from c_out on (a piece's warm-up
-  // before it), from the initial state when c_start = 0 (else zero), the final state when `fin`.
-  int c_start = 0, c_out = 0, steps = 0;
+  // The chunks: the preparation warps prepare [c_first, c_end) (steps of them); the consumers walk
+  // [c_first + skip, c_end), from the initial state when that is chunk 0 (else from zero), with outputs
+  // from c_out on, the final state when `fin`. Pieces: c_out = c0 is the piece's first chunk and the
+  // nc chunks before it are warm-up candidates; forced, the warm-up is all of them (skip = 0); bounded
+  // (`bounded`), the preparation records their decay bounds in st.wbound, and once those have arrived
+  // on st.decide every role decides the same warm-up w from them (warmup_chunks): skip = nc - w, or no
+  // warm-up within the cap suffices and the piece falls back (piece_fail) with nothing computed.
+  int c_first = 0, c_out = 0, steps = 0, nc = 0;
   bool fin = true;
+  const bool bounded = kPieces && p.forced_warmup == 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
@@ -133,11 +153,26 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     if (kPieces) {
       const int per = (nchunks + p.pieces - 1) / p.pieces;
       const int c0 = piece_first_chunk(piece, per, nchunks), c_end = piece_first_chunk(piece + 1, per, nchunks);
+      // Piece 0 and empty pieces never fall back: their flag word at once (single_pass_fallback.cuh).
+      if (p.piece_fail != nullptr && threadIdx.x == 0) {
+        st.abort = 0;
+        st.epoch = *p.epoch;  // (this call's: the fallback's preparation advances it after the grid)
+        if (piece == 0 || c0 >= nchunks) ptx::st_relaxed(p.piece_fail + blockIdx.x, piece_word(st.epoch, false));
+      }
       if (c0 >= nchunks && piece != 0) return;  // an empty piece (every thread: no barrier met yet)
       c_out = c0;
-      c_start = piece == 0 ? 0 : c0 - min(p.forced_warmup, c0);
-      steps = c_end - c_start;
+      nc = piece == 0 ? 0 : min(bounded ? kSinglePassWarmupCap : p.forced_warmup, c0);
+      c_first = c0 - nc;
+      steps = c_end - c_first;
       fin = c_end == nchunks;
+      if (threadIdx.x == 0) {
+        st.nc = bounded ? nc : 0;
+        st.c0 = c0;
+        if (bounded && nc > 0) {
+          ptx::mbar_init(&st.decide, nc);  // one arrival per candidate chunk's warp
+          ptx::fence_barrier_init();
+        }
+      }
     }
   }
   if (threadIdx.x < 128) st.dtb[threadIdx.x] = p.pp.dt_bias != nullptr ? p.pp.dt_bias[hv * 128 + threadIdx.x] : 0.0f;
@@ -150,17 +185,59 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     auto& ps = st.prep[warp];
     const int hq = hv / p.pp.group;
     uint32_t i = 0;  // this warp's chunks so far
-    for (int j = warp; j < steps; j += Lay::kPrepWarps, ++i) {  // the CTA's step j: chunk c_start + j
-      const int c = kPieces ? c_start + j : j;
+    for (int j = warp; j < steps; j += Lay::kPrepWarps, ++i) {  // chunk c_first + j
+      const int c = kPieces ? c_first + j : j;
       const warp_prep::ChunkCoords cc{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
       warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, cc, hv, hq);
+      // Bounded pieces: once another piece of this call has flagged the unit (it runs on the two kernels
+      // after this grid), the chunk is not prepared, only handed over marked (st.skip), so that the ring
+      // stays in step while the consumers stop too. Each chunk the warp reads the unit's flags
+      // (single_pass_fallback.cuh; lane q one piece, q + 32 k in turn) while its boxes fly and compares
+      // them once they have landed (`skip`, in prep_warp_chunk); a warp that finds one raises st.abort
+      // for all. (Low halves compared: a false match, 2^-32, would only stop the piece, which then sets
+      // its own flag: time lost, nothing wrong.)
+      bool dead = false;
+      uint32_t polled = 0;
+      if (bounded) {
+        const int q = lane + 32 * static_cast<int>(i % static_cast<uint32_t>((p.pieces + 31) / 32));
+        if (q < p.pieces) polled = static_cast<uint32_t>(ptx::ld_relaxed(p.piece_fail + static_cast<int64_t>(q) * p.units + unit0));
+      }
+      auto skip = [&]() -> bool {
+        if (!bounded) return false;
+        const uint64_t epoch = *static_cast<volatile uint64_t*>(&st.epoch);
+        if (__any_sync(0xffffffffu, polled == static_cast<uint32_t>(piece_word(epoch, true))) && lane == 0)
+          atomicOr(&st.abort, 1);
+        __syncwarp();
+        dead = atomicOr(&st.abort, 0) != 0;  // (atomics: raised and read by different warps)
+        return dead;
+      };
+      // The chunk's ring step r (r = j but for bounded pieces: j - skip), or < 0: not handed over;
+      // `stop`: the piece falls back.
+      int r = j;
+      bool stop = false;
       auto acquire = [&]() -> uint8_t* {
-        const int s = j % kRing, slot = j % kSlots;
-        if (j >= kRing) {  // the stage's previous step consumed
-          const int prev = j - kRing;
+        if (bounded && *static_cast<volatile int32_t*>(&st.nc) > 0) {
+          if (j < *static_cast<volatile int32_t*>(&st.nc)) {  // a candidate: its decay bound arrives
+            const float bound = dead ? __int_as_float(0x7f800000)
+                                     : warp_prep::chunk_decay_bound(ps.in[warp_prep::kIn], ps.tb, ps.kr, ps.gamma);
+            if (lane == 0) st.wbound[j] = bound;
+            __syncwarp();
+            if (lane == 0) ptx::mbar_arrive(&st.decide);
+          }
+          const int skip = decide_warmup(st);
+          stop = skip < 0;
+          r = j - skip;
+          if (stop || r < 0) return nullptr;
+        }
+        const int s = r % kRing, slot = r % kSlots;
+        if (r >= kRing) {  // the stage's previous step consumed
+          const int prev = r - kRing;
           ptx::mbar_wait(&st.empty[prev % kSlots], (prev / kSlots) & 1);
         }
-        if (!kPartial || cc.len == 16) {
+        if (bounded && lane == 0) st.skip[s] = dead;
+        if (bounded && dead) {
+          if (lane == 0) ptx::mbar_arrive(&st.full[slot]);  // (no values)
+        } else if (!kPartial || cc.len == 16) {
           if (lane == 0) {  // the chunk's values: one 16 x 64 box per half
             ptx::mbar_arrive_expect_tx(&st.full[slot], 2 * L::VtTile::kBytes);
             ptx::tma_load_4d(st.stage[s].vt[0].bytes, &vmap, 0, hv, cc.tok0, cc.seq, &st.full[slot]);
@@ -185,10 +262,13 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
         return reinterpret_cast<uint8_t*>(&st.stage[s]);
       };
       uint8_t* kr_lo = final_split && j == steps - 1 ? st.kr_lo.bytes : nullptr;
-      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv,
-                                                                           nullptr, i & 1, &ps, acquire, st.dtb, kr_lo);
+      // (A dead chunk: acquire() at once from prep_warp_chunk; a candidate's bound +inf, the stage marked.)
+      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial, decltype(acquire), kPieces, decltype(skip)>(
+          p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps, acquire, st.dtb, kr_lo, skip);
+      if (stop) break;
+      if (r < 0) continue;
       ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
-      ptx::mbar_arrive(&st.full[j % kSlots]);
+      ptx::mbar_arrive(&st.full[r % kSlots]);
     }
     return;
   }
@@ -196,6 +276,15 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // ---- The consumer warpgroup: value rows 0..63 in S, 64..127 in S2 ----------------------------------
   ptx::setmaxnreg_inc<Lay::kConsumerRegs>();
   const int t = threadIdx.x & 127, wi = t >> 5;
+  int c_start = c_first;
+  if (kPieces) {
+    const int skip = bounded && nc > 0 ? decide_warmup(st) : 0;
+    const bool ok = skip >= 0;
+    if (bounded && nc > 0 && t == 0) ptx::st_relaxed(p.piece_fail + blockIdx.x, piece_word(st.epoch, !ok));
+    if (!ok) return;  // (the preparation warps hand nothing over either)
+    c_start += skip;  // (>= 0 here)
+    steps -= skip;
+  }
   // (The unit's index again at the end, from shared memory: live through the chunk loop beside both
   // states it made the consumers spill.)
   auto unit_of = [&] { return static_cast<int64_t>(*static_cast<volatile int32_t*>(&cta_seq)) * p.HV + hv; };
@@ -244,20 +333,37 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     ptx::wgmma_wait_group<0>();
     Sh.fence_operand();
   };
-  auto chunk = [&](int j, auto kFinal) {  // step j: chunk c_start + j
+  // Bounded pieces: at the first stage handed over marked (st.skip; the same shared word for all 128
+  // consumer threads) the loop ends, and the rest of the ring is only drained: nothing more is computed
+  // or stored (the unit falls back). Returns false there (the stage's full barrier waited for, its
+  // empty one not yet arrived on).
+  auto chunk = [&](int j, auto kFinal) {  // ring step j: chunk c_start + j
     const int s = j % kRing, slot = j % kSlots, c = kPieces ? c_start + j : j;
     auto& stg = st.stage[s];
     ptx::mbar_wait(&st.full[slot], (j / kSlots) & 1);
+    if (bounded && *static_cast<volatile int32_t*>(&st.skip[s]) != 0) return false;
     ptx::fence_proxy_async_shared();  // the stage's record part came through the generic proxy
     step(S, 0, stg, c, !kPieces || c >= c_out, kFinal);
     step(S2, 1, stg, c, !kPieces || c >= c_out, kFinal);
     ptx::mbar_arrive(&st.empty[slot]);
+    return true;
   };
   const int plain = final_split ? steps - 1 : steps;
-  for (int j = 0; j < plain; ++j) chunk(j, std::false_type{});
-  if (final_split) chunk(steps - 1, std::true_type{});
+  int j = 0;
+  while (j < plain && chunk(j, std::false_type{})) ++j;
+  if (j == plain && final_split && chunk(steps - 1, std::true_type{})) j = steps;
+  const bool skipped = bounded && j < steps;
+  if (skipped) {  // (bounded pieces only) step j's stage came marked: drain the ring
+    ptx::mbar_arrive(&st.empty[j % kSlots]);
+    for (++j; j < steps; ++j) {
+      ptx::mbar_wait(&st.full[j % kSlots], (j / kSlots) & 1);
+      ptx::mbar_arrive(&st.empty[j % kSlots]);
+    }
+  }
 
-  if (p.final_state != nullptr && (!kPieces || fin)) {
+  // A piece that stopped because its unit falls back says so itself too (single_pass_fallback.cuh).
+  if (bounded && skipped && t == 0) ptx::st_relaxed(p.piece_fail + blockIdx.x, piece_word(st.epoch, true));
+  if (p.final_state != nullptr && (!kPieces || fin) && !skipped) {
     auto store_state = [&](const S_t& Sh, int row0) {
       const int64_t base = (unit_of() * 128 + row0) * 128;
 #pragma unroll

@@ -10,12 +10,20 @@
 // earlier phase of the slot itself, so neither side's parity wait is ever two phases behind.
 #pragma once
 
+#include "src/kernels/sm90/kernel_params.h"  // kWarmupCap
 #include "src/kernels/sm90/warp_prep_layout.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/register_budget.h"
 #include "src/tile/smem_layout.h"
 
 namespace kda::sm90 {
+
+// The single pass's longest bounded warm-up, in chunks: its candidates are prepared before the chain
+// starts and the unneeded ones thrown away, so each costs a chunk's preparation per piece; one chunk
+// suffices on decaying gates (design.md §3.2), and a unit that needs more than this runs on the two
+// kernels (whose warm-up goes to kWarmupCap chunks, then to the exact combine).
+inline constexpr int kSinglePassWarmupCap = 2;
+static_assert(kSinglePassWarmupCap >= 1 && kSinglePassWarmupCap <= kWarmupCap, "within the two kernels' cap");
 
 struct SinglePassLayout {
   using L = WgmmaRecurrenceLayout<2>;  // the stage: the record's tiles, then two 16 x 64 value tiles
@@ -34,6 +42,14 @@ struct SinglePassLayout {
     alignas(16) unsigned char out[4][512];       // per consumer warp: its 16 x 16 output tile
     alignas(8) uint64_t full[kSlots];
     uint64_t empty[kSlots];
+    // Pieces with the bounded warm-up: the candidate warm-up chunks' decay bounds (chunk c0 - nc + j in
+    // wbound[j]) and their arrival, after which every role decides the warm-up (single_pass_kernel.cuh).
+    uint64_t decide;
+    uint64_t epoch;  // bounded pieces: the call's flag epoch (single_pass_fallback.cuh)
+    int32_t abort;   // bounded pieces: 1 once the consumers saw the unit fall back
+    float wbound[kSinglePassWarmupCap];
+    int32_t nc, c0;  // the piece's candidates and first chunk (read back where registers are short)
+    int32_t skip[kRing];  // bounded pieces: 1 where the stage was handed over unprepared (its unit fell back)
   };
   static_assert(tile::smem_bytes<Storage>() <= 232448, "fits in one SM's shared memory");
   static_assert(ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kPrepRegs, kConsumerRegs}),

@@ -29,7 +29,7 @@
 // Limits (the single pass's launcher checks them): bounded gate, bf16 q / k / g whose tensor maps the
 // caller made (boxes of 64 columns x 1 head x 16 tokens x 1 row, 128B swizzle, over [B, T, heads, 128]
 // or a packed [1, B*T, heads, 128]; a chunk with fewer than 16 valid tokens with kPartial, its padding
-// rows masked in the boxes), no chunk bounds (the bounded warm-up's are not computed here). Grouped
+// rows masked in the boxes); the bounded warm-up's chunk bound is warp_prep_parts.cuh's chunk_decay_bound. Grouped
 // heads: q and k are copied from query head hq. Kr's low part for a sequence's last update:
 // prep_warp_chunk's kr_lo.
 #pragma once
@@ -65,11 +65,18 @@ using sm90::ChunkRecord;
 // (its proxy fence and arrival). A ([16][kAld]) and tb ([16][kTld]) are the warp's float tiles.
 // kKeyUnroll < 8 (the single pass: code size): the key loops unrolled that far, dt_bias of the head read
 // from `dt_s` (128 floats in shared memory, zeros without dt_bias) instead of registers.
-template <RecordTo kTo, int kKeyUnroll = 8, bool kPartial = false, class Acquire = NoAcquire>
+// kMayDrop (kLate only, the single pass's pieces): `acquire()` may return null; the chunk is then not
+// handed over (a warm-up candidate the piece does not need, or a piece that falls back), and the call
+// returns. (When acquire() runs after the preparation, Kd is in the q boxes, Tb in tb, Kr and Γ in the
+// park: what chunk_decay_bound reads.) And once the boxes have landed, `skip()` may say the chunk is not
+// to be prepared at all: acquire() is then called at once (its caller knows why) and the call returns.
+template <RecordTo kTo, int kKeyUnroll = 8, bool kPartial = false, class Acquire = NoAcquire, bool kMayDrop = false,
+          class Skip = NoSkip>
 __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsigned char (&in)[6][2048], float* A,
                                                 float* tb, uint64_t* bar, ChunkCoords cc, int hv, uint8_t* rec,
                                                 uint32_t parity, WarpSmemLate* park = nullptr, Acquire acquire = {},
-                                                const float* dt_s = nullptr, uint8_t* kr_lo_ptr = nullptr) {
+                                                const float* dt_s = nullptr, uint8_t* kr_lo_ptr = nullptr,
+                                                Skip skip = {}) {
   // (A 32-bit shared address: a 64-bit pointer live through the key loops cost the single pass spills.)
   const uint32_t kr_lo = kr_lo_ptr != nullptr ? ptx::smem_addr(kr_lo_ptr) : 0u;
   static_assert(kKeyUnroll == 8 || kKeyUnroll == 4 || kKeyUnroll == 2 || kKeyUnroll == 1, "key loop unroll");
@@ -100,6 +107,13 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   auto off = [&](int ks) -> uint32_t { return box_row_offset(lane, ks); };  // in the box of panel ks / 4
   __syncwarp();
   ptx::mbar_wait(bar, parity);
+  if constexpr (kMayDrop) {
+    static_assert(kTo == RecordTo::kLate, "only a late stage may be declined");
+    if (skip()) {
+      acquire();
+      return;
+    }
+  }
   // The loads' first uses after the wait (not hoisted above it).
   ptx::keep_after(beta_bits);
   ptx::keep_after(a_log_raw);
@@ -378,6 +392,9 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     frag::load_a_f32(tb, kSld, false, lane, th);
   }
   if constexpr (kTo == RecordTo::kLate) rec = acquire();  // the stage, from here on
+  if constexpr (kMayDrop) {
+    if (rec == nullptr) return;
+  }
   {
     uint16_t* tb_hi = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbHiOffset);
     uint16_t* tb_lo = reinterpret_cast<uint16_t*>(rec + ChunkRecord::kTbLoOffset);

@@ -1,7 +1,7 @@
 // The warp preparation's parts (warp_prep.cuh): fragment moves a lane needs (movmatrix.trans,
 // stmatrix.x4, bf16 pairs to floats), a chunk's coordinates, the tensor copies of its q, k and g into a
 // warp's boxes (prep_warp_issue), where a record goes (RecordTo), and the L2 norms' rare path
-// (rescale_box_rows).
+// (rescale_box_rows), and a chunk's decay bound for the single pass's warm-up (chunk_decay_bound).
 #pragma once
 
 #include <cuda.h>
@@ -10,6 +10,7 @@
 
 #include "src/kernels/sm90/gate_math.cuh"
 #include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/record_fragments.cuh"  // frag::load_a_f32
 #include "src/kernels/sm90/warp_prep_layout.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/bulk_copy.cuh"
@@ -73,6 +74,11 @@ struct NoAcquire {
   __device__ __forceinline__ uint8_t* operator()() const { return nullptr; }
 };
 
+// prep_warp_chunk's check once the boxes have landed (kMayDrop): true skips the chunk's preparation.
+struct NoSkip {
+  __device__ __forceinline__ bool operator()() const { return false; }
+};
+
 // The rare path of the L2 norms (prep_fragments.cuh's rescale_row_norms for the boxes): lane l < 16
 // sums the squares of q's token row l, lane 16 + l k's row l; a row whose sum is not finite (it
 // overflowed float32, or holds a NaN / Inf) is scaled in its boxes by kL2RescaleFactor (a power of two:
@@ -110,6 +116,77 @@ __device__ __forceinline__ uint32_t rescale_box_rows(unsigned char* boxes, int l
   const uint32_t rows = __ballot_sync(0xffffffffu, big);
   __syncwarp();  // the rows scaled in the boxes before anyone reads them
   return rows;
+}
+
+// The bounded warm-up's decay bound of one chunk (docs/design.md §3.2, the quantity chunk_prep_kernel
+// records per chunk): log2 of (max_k Γ_k + Σ_i ‖Wd_i‖·‖Kr_i‖), rounded up by 2^-10 relative, or +inf
+// where it bounds nothing (a decay above 1 or NaN, a b outside [0, 2]). For the single pass's candidate
+// warm-up chunks (single_pass_kernel.cuh), from what the warp preparation leaves in its shared memory
+// when it takes its stage (prep_warp_chunk's acquire): Kd in the q boxes (`kd_box`, the layout the
+// stage's Wd product reads), Tb = T·Diag(b) in `tb` (row stride kTld; its diagonal is b, T being unit
+// lower triangular), Kr and Γ in the park. Wd = Tb·Kd is computed here once more, by key steps (in
+// float32, before its bf16 rounding, as chunk_prep_kernel sums it); Kr's norms from the park's bf16
+// (what the recurrence multiplies). The whole warp calls it; the result is in every lane.
+__device__ __forceinline__ float chunk_decay_bound(const unsigned char* kd_box, const float* tb,
+                                                   const unsigned char* park_kr, const float* park_gamma) {
+  const int lane = threadIdx.x & 31;
+  uint32_t th[4];
+  frag::load_a_f32(tb, WarpSmem::kTld, false, lane, th);
+  // ‖Wd_i‖²: rows grp (ws0) and grp + 8 (ws1) of the m16n8 products, summed over the quad.
+  float ws0 = 0.0f, ws1 = 0.0f;
+#pragma unroll 1
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t kdb[4];
+    ptx::ldmatrix_x4_trans(kdb, kd_box + (ks >> 2) * 2048u + box_row_offset(lane, ks));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t kb[2] = {kdb[2 * h], kdb[2 * h + 1]};
+      float w[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      ptx::mma_m16n8k16_bf16_f32(w, th, kb);
+      ws0 = fmaf(w[0], w[0], fmaf(w[1], w[1], ws0));
+      ws1 = fmaf(w[2], w[2], fmaf(w[3], w[3], ws1));
+    }
+  }
+  ws0 += __shfl_xor_sync(0xffffffffu, ws0, 1);
+  ws0 += __shfl_xor_sync(0xffffffffu, ws0, 2);
+  ws1 += __shfl_xor_sync(0xffffffffu, ws1, 1);
+  ws1 += __shfl_xor_sync(0xffffffffu, ws1, 2);
+  // ‖Kr_i‖²: lane 2i + h sums row i's 64 keys of panel h (a row's 128 bytes in its panel, swizzled by
+  // 16-byte pieces: the order of the sum is all that changes).
+  float ks2 = 0.0f;
+  {
+    const unsigned char* row = park_kr + (lane & 1) * 2048 + (lane >> 1) * 128;
+#pragma unroll 2
+    for (int i = 0; i < 8; ++i) {
+      const uint4 x = *reinterpret_cast<const uint4*>(row + 16 * i);
+      const uint32_t wv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float lo, hi;
+        unpack2(wv[j], lo, hi);
+        ks2 = fmaf(lo, lo, fmaf(hi, hi, ks2));
+      }
+    }
+    ks2 += __shfl_xor_sync(0xffffffffu, ks2, 1);
+  }
+  // Σ_i ‖Wd_i‖·‖Kr_i‖ over lanes i < 16.
+  const float wa = __shfl_sync(0xffffffffu, ws0, 4 * (lane & 7)), wb = __shfl_sync(0xffffffffu, ws1, 4 * (lane & 7));
+  const float kr = __shfl_sync(0xffffffffu, ks2, (2 * lane) & 31);
+  const float x = (lane & 8 ? wb : wa) * kr;
+  float mix = lane < 16 && x > 0.0f ? x * rsqrtf(x) : 0.0f;
+  // max_k Γ_k, and whether anything is unbounded (Γ > 1 or NaN; b outside [0, 2]).
+  const float4 g4 = reinterpret_cast<const float4*>(park_gamma)[lane];
+  float gmax = fmaxf(fmaxf(g4.x, g4.y), fmaxf(g4.z, g4.w));
+  const float b = lane < 16 ? tb[lane * WarpSmem::kTld + lane] : 0.0f;
+  bool bad = !(g4.x <= 1.0f && g4.y <= 1.0f && g4.z <= 1.0f && g4.w <= 1.0f) || !(b >= 0.0f && b <= 2.0f);
+#pragma unroll
+  for (int off = 16; off >= 1; off >>= 1) {
+    mix += __shfl_xor_sync(0xffffffffu, mix, off);
+    gmax = fmaxf(gmax, __shfl_xor_sync(0xffffffffu, gmax, off));
+  }
+  bad = __any_sync(0xffffffffu, bad);
+  const float y = (gmax + mix) * (1.0f + 0x1p-10f);
+  return !bad && y <= 3.0e38f ? __log2f(y) : __int_as_float(0x7f800000);  // (NaN fails both tests)
 }
 
 }  // namespace kda::sm90::warp_prep

@@ -1,0 +1,46 @@
+// The single pass's fallback (docs/design.md §3.5). With bounded pieces, a piece whose warm-up the
+// decay bound does not allow within kSinglePassWarmupCap chunks computes nothing and sets its flag; the
+// launcher then runs the two-kernel path (the preparation and the warm-up plan's recurrence, with its
+// own exact fallback) on the units with a flag set, and on no other (PrepParams::sp_fail,
+// RecurrenceParams::sp_fail).
+//
+// The flags (SinglePassParams::piece_fail, [pieces][units] 64-bit words) need no zeroing: every
+// piece's CTA writes its own on every call, piece_word(epoch, fell back) (kernel_params.h; piece 0 and
+// empty pieces, which
+// never fall back, at their start; the others once decided), where the epoch is a word of the workspace
+// that the fallback's preparation (launched after every such grid) advances, so that each call, eager
+// or a graph replay, has its own. The fallback's kernels run after the single pass's grid is complete
+// and read the low bits. While the grid runs, the other pieces of a unit poll the words
+// (single_pass_unit_failed) and stop computing once one says, with this call's epoch, that the unit
+// falls back; a piece that stops so sets its own flag too, so that a word from garbage (a workspace's
+// first call) can cost time but never a unit left uncomputed. (The launch's %gridid is no such tag: it
+// was measured to repeat between launches, 2026-12-01.)
+#pragma once
+
+#include <cstdint>
+
+#include "src/kernels/sm90/kernel_params.h"  // piece_word
+#include "src/ptx/gpu_sync.cuh"
+
+namespace kda::sm90 {
+
+// After the single pass's grid (the fallback's kernels): whether unit `unit` (of `units`) was left to
+// the two-kernel path, i.e. one of its pieces set its flag.
+__device__ __forceinline__ bool single_pass_fell_back(const uint64_t* piece_fail, int32_t pieces, int64_t units,
+                                                      int64_t unit) {
+  uint64_t any = 0;
+  for (int32_t piece = 0; piece < pieces; ++piece) any |= piece_fail[piece * units + unit];
+  return (any & 1) != 0;
+}
+
+// During the grid, by one warp: whether some piece of unit `unit` has written this call's word with its
+// flag set (lane q reads pieces q, q + 32, ...; the same answer in every lane).
+__device__ __forceinline__ bool single_pass_unit_failed(const uint64_t* piece_fail, int32_t pieces, int64_t units,
+                                                        int64_t unit, uint64_t epoch, int lane) {
+  const uint64_t failed = piece_word(epoch, true);
+  bool any = false;
+  for (int32_t piece = lane; piece < pieces; piece += 32) any |= ptx::ld_relaxed(piece_fail + piece * units + unit) == failed;
+  return __any_sync(0xffffffffu, any);
+}
+
+}  // namespace kda::sm90

@@ -1,0 +1,183 @@
+// The single pass's pieces (single_pass_kernel.cuh's kPieces; docs/design.md §3.5): sequences cut as the
+// two kernels' warm-up plan cuts them, forced onto the single pass (KDA_SINGLE_PASS_ALWAYS with a forced
+// warm-up plan). With a forced warm-up length they agree with the two kernels to rounding; with the
+// length from the decay bound each unit either runs on the single pass (decaying gates: rounding away from
+// the two kernels, never bitwise equal to them) or, where the bound asks for more warm-up than the single
+// pass takes, falls back to the two kernels (slowly decaying channels: then bitwise equal to a run on the
+// two kernels), unit by unit, eager and under CUDA-graph replay.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "tests/golden_io.h"
+#include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/single_pass_checks.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+namespace {
+
+TEST(GpuSinglePass, ForcedWarmupPiecesMatchTheTwoKernels) {
+  KDA_SKIP_WITHOUT_SM90();
+  // Pieces with a forced warm-up length (context_warmup_chunks: testing only, approximate by design): the
+  // single pass cuts the sequences as the two kernels' warm-up plan does and warms up as many chunks, so
+  // the two agree to rounding, while both differ from the exact result by what the warm-up drops.
+  struct Case {
+    int64_t B, T, H, HV;
+    int32_t pieces, warmup;
+  };
+  const Case cases[] = {{1, 2048, 1, 2, 4, 1}, {2, 1024, 2, 2, 3, 2}, {1, 512, 1, 1, 9, 1}, {1, 96, 1, 1, 8, 3}};
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    ProblemSpec s;
+    s.B = c.B;
+    s.T = c.T;
+    s.H = c.H;
+    s.HV = c.HV;
+    s.context_split = c.pieces;
+    s.context_method = KDA_CONTEXT_WARMUP;
+    s.context_warmup_chunks = c.warmup;
+    s.seed = ++seed;
+    char name[96];
+    std::snprintf(name, sizeof(name), "single pass, %d pieces warming up %d, B%lld T%lld HV%lld", c.pieces, c.warmup,
+                  static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.HV));
+    // Random gates decay fast: one chunk of warm-up is already below float32 rounding (design.md §3.2).
+    const RandomProblem one = check_both_paths(s, name);
+    // Deterministic.
+    RandomProblem again = one;
+    kda_fwd_params pa = again.params();
+    always(pa);
+    ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
+    expect_identical(one, again, name);
+  }
+  // A slowly decaying channel: one chunk of warm-up drops a visible part of the state, on both paths
+  // alike (the pieces are really there: the single pass does not silently run whole sequences).
+  ProblemSpec s;
+  s.T = 1024;
+  s.H = s.HV = 2;
+  s.slow_every = 8;
+  s.context_split = 4;
+  s.context_method = KDA_CONTEXT_WARMUP;
+  s.context_warmup_chunks = 1;
+  s.seed = 950;
+  RandomProblem one = make_random_problem(s);
+  RandomProblem two = one;
+  const GpuErrors e1 = gpu_vs_f64(one, always), e2 = gpu_vs_f64(two, never);
+  std::printf("[ single  ] slow channels, 4 pieces warming up 1: out %.3e (two kernels %.3e) from float64\n", e1.out, e2.out);
+  EXPECT_GT(e1.out, 1e-2) << "the warm-up's error must show with slow channels";
+  EXPECT_LT(std::fabs(e1.out - e2.out), 0.05 * e2.out) << "both paths drop the same part";
+}
+
+// Whether unit (b, hv)'s outputs and f32 final state are bitwise the same in a and b.
+bool unit_identical(const RandomProblem& a, const RandomProblem& b, int64_t batch, int64_t hv) {
+  const ProblemSpec& s = a.spec;
+  for (int64_t t = 0; t < s.T; ++t) {
+    const size_t at = static_cast<size_t>(((batch * s.T + t) * s.HV + hv) * 128);
+    if (std::memcmp(&a.out[at], &b.out[at], 128 * 2) != 0) return false;
+  }
+  const size_t st = static_cast<size_t>((batch * s.HV + hv) * 128 * 128);
+  return std::memcmp(&a.final_f32[st], &b.final_f32[st], 128 * 128 * 4) == 0;
+}
+
+TEST(GpuSinglePass, BoundedPiecesFallBackUnitByUnit) {
+  KDA_SKIP_WITHOUT_SM90();
+  // The warm-up length from the single pass's own chunk bounds (context_warmup_chunks = 0). slow_heads:
+  // value heads with slowly decaying channels (every 8th dt_bias -8: no warm-up of two chunks suffices),
+  // whose units fall back to the two kernels.
+  struct Case {
+    int64_t B, T, H, HV;
+    int32_t pieces;
+    uint64_t slow_heads;
+  };
+  const Case cases[] = {
+      {1, 2048, 1, 2, 4, 0},   {2, 1024, 2, 2, 3, 0},
+      {1, 512, 1, 1, 9, 0},    // pieces of 3-4 chunks
+      {1, 128, 1, 2, 8, 0},    // pieces of one chunk (piece 1's candidates are chunks 0 and 1), an empty last piece
+      {1, 1024, 2, 2, 4, 3},   // every unit falls back
+      {1, 1024, 2, 4, 4, 5},   // heads 0 and 2
+      {2, 768, 1, 2, 5, 1},    // head 0 of both batch rows
+  };
+  uint64_t seed = 960;
+  for (const Case& c : cases) {
+    ProblemSpec s;
+    s.B = c.B;
+    s.T = c.T;
+    s.H = c.H;
+    s.HV = c.HV;
+    s.context_split = c.pieces;
+    s.context_method = KDA_CONTEXT_WARMUP;
+    s.slow_every = c.slow_heads != 0 ? 8 : 0;
+    s.slow_heads = c.slow_heads;
+    s.seed = ++seed;
+    char name[128];
+    std::snprintf(name, sizeof(name), "single pass, %d bounded pieces, B%lld T%lld HV%lld, slow heads %llx", c.pieces,
+                  static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.HV),
+                  static_cast<unsigned long long>(c.slow_heads));
+    RandomProblem one = make_random_problem(s);
+    RandomProblem two = one;
+    const GpuErrors e1 = gpu_vs_f64(one, always), e2 = gpu_vs_f64(two, never);
+    expect_close(name, e1, 5e-3, 4e-3);
+    expect_close("  the same on the two kernels", e2, 5e-3, 4e-3);
+    const auto [dout, dstate] = distance(one, two);
+    std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
+    EXPECT_LT(dout, 5e-3) << name;
+    EXPECT_LT(dstate, 2e-3) << name;
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t hv = 0; hv < c.HV; ++hv) {
+        const bool slow = (c.slow_heads >> hv) & 1;
+        EXPECT_EQ(unit_identical(one, two, b, hv), slow)
+            << name << ": unit (" << b << ", " << hv << ") "
+            << (slow ? "must fall back to the two kernels" : "must run on the single pass");
+      }
+    RandomProblem again = one;  // deterministic
+    kda_fwd_params pa = again.params();
+    always(pa);
+    ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
+    expect_identical(one, again, name);
+  }
+}
+
+// A graph captured on decaying gates and replayed on slowly decaying ones (and back): the single pass's
+// pieces decide at every replay, and the fallback launches find their units; each replay equals an
+// eager run on its inputs.
+TEST(GpuSinglePass, BoundedPiecesUnderGraphReplay) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec fast;
+  fast.T = 1536;
+  fast.H = fast.HV = 2;
+  fast.context_method = KDA_CONTEXT_WARMUP;
+  fast.context_split = 3;
+  fast.seed = 990;
+  ProblemSpec slow = fast;
+  slow.slow_every = 8;
+  slow.slow_heads = 2;  // head 1
+  slow.seed = 991;
+
+  RandomProblem p = make_random_problem(fast);
+  kda_fwd_params params = p.params();
+  always(params);
+  DeviceProblem dp(params);
+  dp.poison_workspace(0xff);
+  CapturedFwd graph(dp);
+  ASSERT_EQ(graph.error(), "");
+  ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
+  for (const ProblemSpec* spec : {&fast, &slow, &fast}) {
+    RandomProblem fresh = make_random_problem(*spec);
+    p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta;
+    p.initial_f32 = fresh.initial_f32; p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
+    dp.upload_inputs();
+    ASSERT_EQ(graph.replay(), cudaSuccess);
+    dp.download_outputs();
+    RandomProblem eager = fresh;
+    const GpuErrors e = gpu_vs_f64(eager, always);
+    const char* what = spec == &slow ? "single pass graph replay, slow head 1" : "single pass graph replay, fast gates";
+    expect_close(what, e, 5e-3, 4e-3);
+    expect_identical(p, eager, what);
+  }
+}
+
+}  // namespace
+}  // namespace kda::test
