@@ -252,6 +252,23 @@ cudaError_t CapturedFwd::replay(int times) {
   return cudaStreamSynchronize(stream_);
 }
 
+RandomProblem replay_on_fresh_inputs(RandomProblem& p, DeviceProblem& dp, CapturedFwd& graph, const ProblemSpec& spec) {
+  RandomProblem fresh = make_random_problem(spec);
+  // (Assigned element by element into p's vectors of the same sizes: the captured pointers stay valid.)
+  p.q = fresh.q;
+  p.k = fresh.k;
+  p.v = fresh.v;
+  p.g = fresh.g;
+  p.beta = fresh.beta;
+  p.initial_f32 = fresh.initial_f32;
+  p.A_log = fresh.A_log;
+  p.dt_bias = fresh.dt_bias;
+  dp.upload_inputs();
+  EXPECT_EQ(graph.replay(), cudaSuccess);
+  dp.download_outputs();
+  return fresh;
+}
+
 void check_graph_replay(const ProblemSpec& s, const char* what) {
   RandomProblem p = make_random_problem(s);
   RandomProblem eager = p;

@@ -119,6 +119,11 @@ void check_varlen_int32_matches_int64(ProblemSpec s, const char* what, double ou
 // new inputs (seed 99) uploaded into the same buffers and replayed: identical to an eager run on them.
 void check_graph_replay(const ProblemSpec& s, const char* what);
 
+// One replay of `graph` (captured on `dp`, made from p's params) on the inputs of a fresh problem drawn
+// from `spec` (the same shapes): its inputs copied into p's buffers and uploaded, the graph replayed,
+// p's out and final state downloaded. Returns the fresh problem, not yet run (the eager reference).
+RandomProblem replay_on_fresh_inputs(RandomProblem& p, DeviceProblem& dp, CapturedFwd& graph, const ProblemSpec& spec);
+
 // Element size of a dtype in bytes.
 size_t dtype_bytes(kda_dtype dtype);
 // Elements spanned by a strided view (0 when it has no elements).

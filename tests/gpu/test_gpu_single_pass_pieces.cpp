@@ -20,6 +20,21 @@
 namespace kda::test {
 namespace {
 
+// A problem of B x T tokens, H query and HV value heads, under a forced warm-up plan of `pieces` pieces
+// (context_warmup_chunks = warmup: 0 the bound decides, else forced).
+ProblemSpec pieces_spec(int64_t B, int64_t T, int64_t H, int64_t HV, int32_t pieces, int32_t warmup, uint64_t seed) {
+  ProblemSpec s;
+  s.B = B;
+  s.T = T;
+  s.H = H;
+  s.HV = HV;
+  s.context_split = pieces;
+  s.context_method = KDA_CONTEXT_WARMUP;
+  s.context_warmup_chunks = warmup;
+  s.seed = seed;
+  return s;
+}
+
 TEST(GpuSinglePass, ForcedWarmupPiecesMatchTheTwoKernels) {
   KDA_SKIP_WITHOUT_SM90();
   // Pieces with a forced warm-up length (context_warmup_chunks: testing only, approximate by design): the
@@ -32,15 +47,7 @@ TEST(GpuSinglePass, ForcedWarmupPiecesMatchTheTwoKernels) {
   const Case cases[] = {{1, 2048, 1, 2, 4, 1}, {2, 1024, 2, 2, 3, 2}, {1, 512, 1, 1, 9, 1}, {1, 96, 1, 1, 8, 3}};
   uint64_t seed = 900;
   for (const Case& c : cases) {
-    ProblemSpec s;
-    s.B = c.B;
-    s.T = c.T;
-    s.H = c.H;
-    s.HV = c.HV;
-    s.context_split = c.pieces;
-    s.context_method = KDA_CONTEXT_WARMUP;
-    s.context_warmup_chunks = c.warmup;
-    s.seed = ++seed;
+    const ProblemSpec s = pieces_spec(c.B, c.T, c.H, c.HV, c.pieces, c.warmup, ++seed);
     char name[96];
     std::snprintf(name, sizeof(name), "single pass, %d pieces warming up %d, B%lld T%lld HV%lld", c.pieces, c.warmup,
                   static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.HV));
@@ -102,16 +109,9 @@ TEST(GpuSinglePass, BoundedPiecesFallBackUnitByUnit) {
   };
   uint64_t seed = 960;
   for (const Case& c : cases) {
-    ProblemSpec s;
-    s.B = c.B;
-    s.T = c.T;
-    s.H = c.H;
-    s.HV = c.HV;
-    s.context_split = c.pieces;
-    s.context_method = KDA_CONTEXT_WARMUP;
+    ProblemSpec s = pieces_spec(c.B, c.T, c.H, c.HV, c.pieces, 0, ++seed);
     s.slow_every = c.slow_heads != 0 ? 8 : 0;
     s.slow_heads = c.slow_heads;
-    s.seed = ++seed;
     char name[128];
     std::snprintf(name, sizeof(name), "single pass, %d bounded pieces, B%lld T%lld HV%lld, slow heads %llx", c.pieces,
                   static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.HV),
@@ -165,13 +165,7 @@ TEST(GpuSinglePass, BoundedPiecesUnderGraphReplay) {
   ASSERT_EQ(graph.error(), "");
   ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
   for (const ProblemSpec* spec : {&fast, &slow, &fast}) {
-    RandomProblem fresh = make_random_problem(*spec);
-    p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta;
-    p.initial_f32 = fresh.initial_f32; p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
-    dp.upload_inputs();
-    ASSERT_EQ(graph.replay(), cudaSuccess);
-    dp.download_outputs();
-    RandomProblem eager = fresh;
+    RandomProblem eager = replay_on_fresh_inputs(p, dp, graph, *spec);
     const GpuErrors e = gpu_vs_f64(eager, always);
     const char* what = spec == &slow ? "single pass graph replay, slow head 1" : "single pass graph replay, fast gates";
     expect_close(what, e, 5e-3, 4e-3);

@@ -312,13 +312,7 @@ TEST(GpuWarmup, GraphReplaySwitchesBetweenWarmupAndFallback) {
   ASSERT_EQ(graph.error(), "");
   ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
   for (const ProblemSpec* spec : {&fast, &slow, &fast}) {
-    RandomProblem fresh = make_random_problem(*spec);
-    p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta;
-    p.initial_f32 = fresh.initial_f32; p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
-    dp.upload_inputs();
-    ASSERT_EQ(graph.replay(), cudaSuccess);
-    dp.download_outputs();
-    RandomProblem eager = fresh;
+    RandomProblem eager = replay_on_fresh_inputs(p, dp, graph, *spec);
     const GpuErrors e = gpu_vs_f64(eager);
     const char* what = spec == &slow ? "graph replay on slow gates" : "graph replay on fast gates";
     expect_pass_rule(what, e);

@@ -1,6 +1,8 @@
 // single_pass_kernel: the forward pass in one launch and without the chunk record in global memory
 // (issue 10; docs/design.md §3.5). One CTA per (sequence, value head), or per (piece, sequence, value
-// head) in the kPieces instance (a forced warm-up: testing and measuring only):
+// head) in the kPieces instance (sequence parallelism by the bounded warm-up: the candidates' decay
+// bounds decide each piece's warm-up, a unit that needs more falls back to the two kernels after the
+// grid, single_pass_fallback.cuh; or a forced warm-up, testing only):
 //
 //   eight preparation warps   warp w prepares chunks w, w + 8, ... (warp_prep.cuh, RecordTo::kLate):
 //                             q, k, g by tensor copies into its own boxes, the chunk's §2.1 quantities
@@ -12,8 +14,9 @@
 //                             each chunk's step of chunk_recurrence_wgmma_kernel.cuh on both halves
 //                             (step_batch, then S += bf16(U)·Kr), the outputs stored per warp.
 //
-// The ring: 3 stages (the eight warps' 19 KB each leave room for three), chunk c in stage c % 3,
-// handed over on barrier slot c % 24 (full: the preparing warp's 32 lanes plus lane 0's expected
+// The ring: 3 stages (the eight warps' 19 KB each leave room for three), ring step r in stage r % 3
+// (r = the chunk's index in the CTA's walk: for bounded pieces, after the dropped candidates),
+// handed over on barrier slot r % 24 (full: the preparing warp's 32 lanes plus lane 0's expected
 // bytes of the values; empty: the 128 consumer threads), so that a warp waiting for its stage's
 // previous chunk is never two phases behind on a barrier. setmaxnreg 136 (preparation) / 232
 // (consumers): two consumer warpgroups beside the eight warps would get too few registers for
@@ -95,8 +98,8 @@ __device__ __forceinline__ int decide_warmup(SinglePassLayout::Storage& st) {
   return ok ? nc - w : -1;
 }
 
-// kPieces: sequences cut into p.pieces pieces with a forced warm-up (testing and measuring only:
-// SinglePassParams::pieces); false: whole sequences (p.pieces = 1).
+// kPieces: sequences cut into p.pieces pieces, bounded (p.piece_fail set) or with a forced warm-up
+// (testing and measuring only; SinglePassParams::pieces); false: whole sequences (p.pieces = 1).
 template <bool kPartial, bool kPieces = false>
 __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     single_pass_kernel(const __grid_constant__ SinglePassParams p, const __grid_constant__ CUtensorMap qmap,
