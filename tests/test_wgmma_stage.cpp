@@ -188,5 +188,149 @@ TEST(SinglePassRing, HandOverNeverRunsTwoPhasesAheadOfAWait) {
   }
 }
 
+// The bounded pieces' hand-over (single_pass_kernel.cuh, design.md §3.5 "Pieces") under random
+// interleavings: a piece's warps prepare nc <= kSinglePassWarmupCap candidate chunks first (steps 0 ..
+// nc - 1), each candidate's warp arrives on the decision barrier at its acquire, and once all have
+// arrived every role decides alike: the piece falls back (seeded, or a candidate prepared after the
+// abort, whose bound is then +inf), or it drops skip = nc - w candidates and ring step r is chunk step
+// r + skip (warp (r + skip) % 8). At any time the unit may be aborted (another piece fell back): a warp
+// starting a chunk after that hands it over marked, and the consumer leaves its loop at the first marked
+// step and only drains the rest. Checked: no deadlock, every parity wait within one phase, each slot's
+// phases completed in order by one writer, the consumer takes exactly the steps the warps hand over,
+// and nothing marked is computed. (Checked 2026-12-02 with copies of it: a consumer that stops at the
+// first marked step instead of draining deadlocks; warps that hand over by chunk step instead of ring
+// step leave steps unconsumed.)
+TEST(SinglePassRing, BoundedPiecesDropStopAndDrainInStep) {
+  using Lay = sm90::SinglePassLayout;
+  const int cap = sm90::kSinglePassWarmupCap;
+  int fell_back = 0, aborted = 0, dropped = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    std::mt19937_64 rng(seed * 7919);
+    const int nc = static_cast<int>(rng() % (cap + 1));            // 0: piece 0 (no candidates)
+    const int real = 1 + static_cast<int>(rng() % 60);             // the piece's own chunks
+    const int steps_prep = nc + real;
+    const bool seeded_fail = nc > 0 && rng() % 4 == 0;              // the bound asks for more than the cap
+    const int seeded_skip = nc > 0 ? static_cast<int>(rng() % nc) : 0;  // nc - w, w in 1..nc
+    const bool may_abort = rng() % 2 == 0;
+    struct Warp {
+      int j;
+      bool started = false, dead = false, arrived = false, stopped = false;
+    };
+    std::vector<Warp> warps(Lay::kPrepWarps);
+    for (int w = 0; w < Lay::kPrepWarps; ++w) warps[w].j = w;
+    std::vector<int> full(Lay::kSlots, 0), empty(Lay::kSlots, 0);
+    std::vector<int> marked;  // per ring step handed over: 1 marked
+    int arrivals = 0, consumed = 0;
+    bool abort = false, cand_dead = false, consumer_done = false, draining = false;
+    int computed_after_mark = 0;
+    auto decided = [&] { return nc == 0 || arrivals == nc; };
+    auto fails = [&] { return seeded_fail || cand_dead; };
+    auto skip = [&] { return nc == 0 ? 0 : seeded_skip; };
+    auto ready_to_write = [&](int r) {
+      if (r < Lay::kRing) return true;
+      const int prev = r - Lay::kRing, slot = prev % Lay::kSlots, phase = prev / Lay::kSlots;
+      EXPECT_LE(empty[slot], phase + 1) << "seed " << seed;
+      return empty[slot] > phase;
+    };
+    for (int guard = 0;; ++guard) {
+      ASSERT_LT(guard, 100000) << "no progress, seed " << seed;
+      std::vector<int> runnable;  // 0..7 warps' next action, 8 the consumer, 9 the abort
+      for (int w = 0; w < Lay::kPrepWarps; ++w) {
+        Warp& W = warps[w];
+        if (W.stopped || W.j >= steps_prep) continue;
+        if (!W.started || (W.j < nc && !W.arrived)) {
+          runnable.push_back(w);
+          continue;
+        }
+        if (!decided()) continue;
+        if (fails()) {
+          runnable.push_back(w);  // it stops
+          continue;
+        }
+        const int r = W.j - skip();
+        if (r < 0 || ready_to_write(r)) runnable.push_back(w);
+      }
+      if (!consumer_done) {
+        if (!decided()) {
+        } else if (fails()) {
+          runnable.push_back(Lay::kPrepWarps);
+        } else {
+          const int steps = steps_prep - skip();
+          if (consumed == steps) {
+            runnable.push_back(Lay::kPrepWarps);
+          } else {
+            const int slot = consumed % Lay::kSlots, phase = consumed / Lay::kSlots;
+            EXPECT_LE(full[slot], phase + 1) << "seed " << seed;
+            if (full[slot] > phase) runnable.push_back(Lay::kPrepWarps);
+          }
+        }
+      }
+      if (may_abort && !abort) runnable.push_back(Lay::kPrepWarps + 1);
+      bool warps_done = true;
+      for (const Warp& W : warps) warps_done = warps_done && (W.stopped || W.j >= steps_prep);
+      if (runnable.empty() || (runnable.size() == 1 && runnable[0] == Lay::kPrepWarps + 1 && warps_done && consumer_done)) {
+        ASSERT_TRUE(warps_done && consumer_done) << "deadlock, seed " << seed;
+        break;
+      }
+      const int who = runnable[rng() % runnable.size()];
+      if (who == Lay::kPrepWarps + 1) {
+        abort = true;
+      } else if (who == Lay::kPrepWarps) {
+        if (fails() || consumed == steps_prep - skip()) {
+          consumer_done = true;
+        } else {
+          const int slot = consumed % Lay::kSlots;
+          draining = draining || marked[consumed] != 0;
+          if (!draining && marked[consumed]) ++computed_after_mark;
+          ASSERT_EQ(empty[slot], consumed / Lay::kSlots) << "seed " << seed;
+          ++empty[slot];
+          ++consumed;
+        }
+      } else {
+        Warp& W = warps[who];
+        if (!W.started) {  // the chunk starts: its boxes, and whether the unit is already aborted
+          W.started = true;
+          W.dead = abort;
+        } else if (W.j < nc && !W.arrived) {  // a candidate's bound (+inf when dead) arrives
+          W.arrived = true;
+          ++arrivals;
+          cand_dead = cand_dead || W.dead;
+        } else if (fails()) {
+          W.stopped = true;
+        } else {
+          const int r = W.j - skip();
+          if (r >= 0) {
+            const int slot = r % Lay::kSlots;
+            ASSERT_EQ(full[slot], r / Lay::kSlots) << "step " << r << " completes its slot's next phase, seed " << seed;
+            ++full[slot];
+            if (static_cast<int>(marked.size()) <= r) marked.resize(r + 1, -1);
+            ASSERT_EQ(marked[r], -1) << "step " << r << " handed over twice, seed " << seed;
+            marked[r] = W.dead ? 1 : 0;
+          }
+          W.j += Lay::kPrepWarps;
+          W.started = W.arrived = W.dead = false;
+        }
+      }
+    }
+    // What was handed over is exactly what the consumer took (none left in a slot, none missing; nothing
+    // at all where the piece fell back).
+    int handed = 0;
+    for (int f : full) handed += f;
+    EXPECT_EQ(handed, fails() ? 0 : consumed) << "seed " << seed;
+    if (!fails()) {
+      EXPECT_EQ(consumed, steps_prep - skip()) << "seed " << seed;
+      for (int r = 0; r < consumed; ++r) EXPECT_GE(marked[r], 0) << "step " << r << " never handed over, seed " << seed;
+    }
+    EXPECT_EQ(computed_after_mark, 0) << "seed " << seed;
+    fell_back += fails();
+    aborted += abort;
+    dropped += !fails() && skip() > 0;
+  }
+  // The seeds reach every path.
+  EXPECT_GT(fell_back, 20);
+  EXPECT_GT(aborted, 50);
+  EXPECT_GT(dropped, 20);
+}
+
 }  // namespace
 }  // namespace kda::test
