@@ -105,6 +105,25 @@ TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
 // value head). kda_fwd reserves them when it stores final states; the preparation that
 // kda_segment_transition leaves always holds them, so that kda_fwd_prepared finds them whatever
 // its final state.
+// The workspace size is the same whatever params.single_pass asks (design.md §3.5): with a plan that
+// splits nothing, and with bounded warm-up plans (forced here: 2 and 4 pieces; the single pass's pieces'
+// epoch and flags are reserved by every such plan, whichever path then runs).
+TEST_F(CpApi, ForwardWorkspaceDoesNotDependOnTheSinglePassChoice) {
+  for (int32_t split : {0, 2, 4}) {
+    kda_fwd_params q = p_;
+    q.context_split = split;
+    q.context_method = split == 0 ? KDA_CONTEXT_AUTO : KDA_CONTEXT_WARMUP;
+    size_t sizes[3] = {};
+    const int32_t choices[3] = {KDA_SINGLE_PASS_AUTO, KDA_SINGLE_PASS_NEVER, KDA_SINGLE_PASS_ALWAYS};
+    for (int c = 0; c < 3; ++c) {
+      q.single_pass = choices[c];
+      ASSERT_EQ(kda_fwd_workspace_size(&q, &sizes[c]).code, KDA_OK) << "split " << split << ", choice " << choices[c];
+    }
+    EXPECT_EQ(sizes[0], sizes[1]) << "split " << split;
+    EXPECT_EQ(sizes[0], sizes[2]) << "split " << split;
+  }
+}
+
 TEST_F(CpApi, WorkspaceHoldsTheKrLowParts) {
   const size_t per_unit = 16 * 128 * 2, units = 2 * 2;  // a [16][128] bf16 tile; B = 2 sequences x H = 2 heads
   kda_fwd_params no_state = p_;  // SetUp passes no states
