@@ -206,17 +206,18 @@ namespace {
 
 Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
 
-// The single pass's fallback preparation (PrepParams::sp_fail): about this many CTAs in all (four waves
-// of its instance on the H200's 132 SMs), each striding over its head's chunks, so that on decaying
-// gates, where no unit fell back, the launch is one round of flag reads per CTA (3 us at one wave,
-// T8192_H8), and where units fell back each CTA prepares few chunks (one wave: 91 us against the
-// two kernels' whole-grid preparation on T8192_H8_LM, ncu 2026-12-02, a chunk's latency per step).
-constexpr int64_t kFallbackPrepCtas = 4 * 132 * kFallbackPrepCtasPerSm;
+// The single pass's fallback preparation (PrepParams::sp_fail): about kFallbackPrepWaves waves of its
+// instance's CTAs in all, each striding over its head's chunks, so that on decaying gates, where no unit
+// fell back, the launch is one round of flag reads per CTA (3 us at one wave, T8192_H8), and where units
+// fell back each CTA prepares few chunks (one wave: 91 us against the two kernels' whole-grid
+// preparation on T8192_H8_LM, ncu 2026-12-02, a chunk's latency per step).
+constexpr int64_t kFallbackPrepWaves = 4;
 
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
-  const int64_t cols = pp.sp_fail == nullptr ? vchunks : std::min<int64_t>(vchunks, (kFallbackPrepCtas + HV - 1) / HV);
+  const int64_t fallback_ctas = kFallbackPrepWaves * sm_count() * kFallbackPrepCtasPerSm;
+  const int64_t cols = pp.sp_fail == nullptr ? vchunks : std::min<int64_t>(vchunks, (fallback_ctas + HV - 1) / HV);
   const dim3 grid(static_cast<unsigned>(cols), HV);
   // A programmatic dependent launch of the caller's previous kernel (the kernel waits for it first,
   // chunk_prep_kernel.cuh): the host's launch call is 0.4-0.7 us cheaper with the attribute

@@ -41,7 +41,7 @@ kda_status fwd_prepared(const Problem& problem, const RecurrencePlan& plan, void
 // or null; `tail`: the counters it zeroes for the recurrence's tail jobs (PrepParams::tail), or null;
 // `fallback`: the single pass's (SinglePassLaunch::piece_fail not null: only the units it flagged), or
 // null.
-struct SinglePassLaunch;
+struct SinglePassLaunch;  // (the single pass's section below)
 kda_status launch_preparation(const Problem& problem, void* workspace, float* chunk_bounds, kda_stream_t stream,
                               uint8_t* kr_lo = nullptr, int32_t* tail = nullptr,
                               const SinglePassLaunch* fallback = nullptr);
@@ -67,12 +67,12 @@ struct SinglePassLaunch {
   int32_t pieces = 1;
 };
 
-// Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO the
-// plan: no sequence parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded warm-up
-// plan whose pieces are long enough, plan.h), and if so its launch. `fail_space`: the workspace's room
-// for the pieces' epoch and flags (1 + plan.pieces x N*HV 64-bit words), or null (no pieces with the
-// bounded warm-up then). KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error naming the reason, before
-// anything is launched.
+// Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO
+// the plan: no sequence parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded
+// warm-up plan whose pieces are long enough, plan.h), and if so its launch. `fail_space`: the
+// workspace's room for the pieces' epoch and flags (1 + plan.pieces x N*HV 64-bit words), or null (no
+// pieces with the bounded warm-up then). KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error
+// naming the reason, before anything is launched.
 kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream,
                              SinglePassLaunch* out);
 

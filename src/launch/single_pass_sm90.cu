@@ -104,7 +104,7 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint
                                      : launch_kernel_for<false, false>(grid, sp, qmap, kmap, gmap, vmap, stream);
   out->launched = s.code == KDA_OK;
   out->piece_fail = out->launched ? sp.piece_fail : nullptr;
-  out->epoch = out->launched ? fail_space : nullptr;
+  out->epoch = out->launched && sp.epoch != nullptr ? fail_space : nullptr;  // (bounded pieces only)
   out->pieces = sp.pieces;
   return s;
 }

@@ -5,16 +5,15 @@
 // RecurrenceParams::sp_fail).
 //
 // The flags (SinglePassParams::piece_fail, [pieces][units] 64-bit words) need no zeroing: every
-// piece's CTA writes its own on every call, piece_word(epoch, fell back) (kernel_params.h; piece 0 and
-// empty pieces, which
-// never fall back, at their start; the others once decided), where the epoch is a word of the workspace
-// that the fallback's preparation (launched after every such grid) advances, so that each call, eager
-// or a graph replay, has its own. The fallback's kernels run after the single pass's grid is complete
-// and read the low bits. While the grid runs, the other pieces of a unit poll the words
-// (single_pass_unit_failed) and stop computing once one says, with this call's epoch, that the unit
-// falls back; a piece that stops so sets its own flag too, so that a word from garbage (a workspace's
-// first call) can cost time but never a unit left uncomputed. (The launch's %gridid is no such tag: it
-// was measured to repeat between launches, 2026-12-01.)
+// piece's CTA writes its own on every call, piece_word(epoch, fell back) (kernel_params.h): piece 0 and
+// empty pieces, which never fall back, at their start, the others once decided. The epoch is a word of
+// the workspace that the fallback's preparation (launched after every such grid) advances, so that each
+// call, eager or a graph replay, has its own. The fallback's kernels run after the single pass's grid is
+// complete and read the low bits. While the grid runs, the other pieces of a unit poll the words
+// (poll_piece_word, polled_fell_back) and stop computing once one says, with this call's epoch, that the
+// unit falls back; a piece that stops so sets its own flag too, so that a word from garbage (a
+// workspace's first call) can cost time but never a unit left uncomputed. (The launch's %gridid is no
+// such tag: it was measured to repeat between launches, 2026-12-01.)
 #pragma once
 
 #include <cstdint>
@@ -33,14 +32,20 @@ __device__ __forceinline__ bool single_pass_fell_back(const uint64_t* piece_fail
   return (any & 1) != 0;
 }
 
-// During the grid, by one warp: whether some piece of unit `unit` has written this call's word with its
-// flag set (lane q reads pieces q, q + 32, ...; the same answer in every lane).
-__device__ __forceinline__ bool single_pass_unit_failed(const uint64_t* piece_fail, int32_t pieces, int64_t units,
-                                                        int64_t unit, uint64_t epoch, int lane) {
-  const uint64_t failed = piece_word(epoch, true);
-  bool any = false;
-  for (int32_t piece = lane; piece < pieces; piece += 32) any |= ptx::ld_relaxed(piece_fail + piece * units + unit) == failed;
-  return __any_sync(0xffffffffu, any);
+// During the grid, the preparation warps' polling (single_pass_kernel.cuh): each chunk, lane q reads
+// piece q's word of the unit (q + 32 k in turn, k = the warp's chunk count, where more than 32 pieces),
+// keeping its low half only (one register while the chunk's boxes fly) ...
+__device__ __forceinline__ uint32_t poll_piece_word(const uint64_t* piece_fail, int32_t pieces, int32_t units,
+                                                    int32_t unit, uint32_t round, int lane) {
+  const int q = lane + 32 * static_cast<int>(round % static_cast<uint32_t>((pieces + 31) / 32));
+  return q < pieces ? static_cast<uint32_t>(ptx::ld_relaxed(piece_fail + static_cast<int64_t>(q) * units + unit)) : 0u;
+}
+
+// ... and, once they have landed, whether some lane read "fell back" with this call's epoch (the same in
+// every lane). Low halves compared: a false match, 2^-32, only stops the piece, which then sets its own
+// flag (time lost, nothing wrong).
+__device__ __forceinline__ bool polled_fell_back(uint32_t polled, uint64_t epoch) {
+  return __any_sync(0xffffffffu, polled == static_cast<uint32_t>(piece_word(epoch, true)));
 }
 
 }  // namespace kda::sm90

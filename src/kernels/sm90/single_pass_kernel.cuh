@@ -89,7 +89,7 @@ __device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
 // st.decide (nc = st.nc > 0 of them, chunk c0 - nc + j's in st.wbound[j]): the candidates to skip
 // (nc - w, warmup_chunks), or -1 where no warm-up within kSinglePassWarmupCap chunks suffices. (Its
 // inputs from shared memory: the preparation warps call it where their registers are shortest; kept in
-// registers, or called out of line, they spilled 36 bytes, against the 12 now.)
+// registers, or called out of line, they spilled 36 bytes, against 8-12 this way.)
 __device__ __forceinline__ int decide_warmup(SinglePassLayout::Storage& st) {
   ptx::mbar_wait(&st.decide, 0);
   const int nc = *static_cast<volatile int32_t*>(&st.nc), c0 = *static_cast<volatile int32_t*>(&st.c0);
@@ -194,22 +194,15 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, cc, hv, hq);
       // Bounded pieces: once another piece of this call has flagged the unit (it runs on the two kernels
       // after this grid), the chunk is not prepared, only handed over marked (st.skip), so that the ring
-      // stays in step while the consumers stop too. Each chunk the warp reads the unit's flags
-      // (single_pass_fallback.cuh; lane q one piece, q + 32 k in turn) while its boxes fly and compares
-      // them once they have landed (`skip`, in prep_warp_chunk); a warp that finds one raises st.abort
-      // for all. (Low halves compared: a false match, 2^-32, would only stop the piece, which then sets
-      // its own flag: time lost, nothing wrong.)
+      // stays in step while the consumers stop too. Each chunk the warp reads the unit's flags while its
+      // boxes fly and compares them once they have landed (`skip`, in prep_warp_chunk;
+      // single_pass_fallback.cuh); a warp that finds one raises st.abort for all.
       bool dead = false;
       uint32_t polled = 0;
-      if (bounded) {
-        const int q = lane + 32 * static_cast<int>(i % static_cast<uint32_t>((p.pieces + 31) / 32));
-        if (q < p.pieces) polled = static_cast<uint32_t>(ptx::ld_relaxed(p.piece_fail + static_cast<int64_t>(q) * p.units + unit0));
-      }
+      if (bounded) polled = poll_piece_word(p.piece_fail, p.pieces, p.units, unit0, i, lane);
       auto skip = [&]() -> bool {
         if (!bounded) return false;
-        const uint64_t epoch = *static_cast<volatile uint64_t*>(&st.epoch);
-        if (__any_sync(0xffffffffu, polled == static_cast<uint32_t>(piece_word(epoch, true))) && lane == 0)
-          atomicOr(&st.abort, 1);
+        if (polled_fell_back(polled, *static_cast<volatile uint64_t*>(&st.epoch)) && lane == 0) atomicOr(&st.abort, 1);
         __syncwarp();
         dead = atomicOr(&st.abort, 0) != 0;  // (atomics: raised and read by different warps)
         return dead;

@@ -29,9 +29,9 @@
 // Limits (the single pass's launcher checks them): bounded gate, bf16 q / k / g whose tensor maps the
 // caller made (boxes of 64 columns x 1 head x 16 tokens x 1 row, 128B swizzle, over [B, T, heads, 128]
 // or a packed [1, B*T, heads, 128]; a chunk with fewer than 16 valid tokens with kPartial, its padding
-// rows masked in the boxes); the bounded warm-up's chunk bound is warp_prep_parts.cuh's chunk_decay_bound. Grouped
-// heads: q and k are copied from query head hq. Kr's low part for a sequence's last update:
-// prep_warp_chunk's kr_lo.
+// rows masked in the boxes); the bounded warm-up's chunk bound is warp_prep_parts.cuh's
+// chunk_decay_bound. Grouped heads: q and k are copied from query head hq. Kr's low part for a
+// sequence's last update: prep_warp_chunk's kr_lo.
 #pragma once
 
 #include <cuda.h>
