@@ -82,7 +82,9 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
 //   in its pieces (pieces_ok) when they hold at least kSinglePassMinPieceChunks chunks and the pieces of
 //   all units fit on the SMs at once (one wave). Measured 2026-12-02 against the two kernels
 //   (docs/performance_notes.md): pieces of 256 and 512 chunks in one wave (T8192_H64, T32768_H32)
-//   0.92-0.94x; of 64 chunks (T8192_H16_N1) 1.06x and of 32 (T8192_H8) 1.2x, where the candidates'
+//   0.92-0.94x (0.87-0.93x since the rolled key loops of version 40: T8192_H64 0.467 against the two
+//   kernels' 0.53, T32768_H32 0.895 against 1.03, performance_notes.md); of 64 chunks (T8192_H16_N1)
+//   1.06x and of 32 (T8192_H8) 1.2x (version 39), where the candidates'
 //   preparation, the fallback's two launches and the shorter chains weigh more; T65536_H8's 264 pieces
 //   (two waves) 0.95x on decaying gates but 1.15x on long memory (T65536_H8_LM: each wave pays its
 //   failed attempt before the two kernels run the units).

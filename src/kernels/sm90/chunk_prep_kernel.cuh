@@ -49,10 +49,8 @@ __global__ void __launch_bounds__(128, kFiltered ? kFallbackPrepCtasPerSm : FLAS
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.sp_epoch += 1;
     // First whether any unit fell back at all (every flag, the CTA's threads in parallel): on decaying
     // gates none did, and the CTA leaves after one round trip.
-    const int64_t units = static_cast<int64_t>(p.seq.N) * p.HV, words = units * p.sp_pieces;
-    int any = 0;
-    for (int64_t i = threadIdx.x; i < words; i += blockDim.x) any |= static_cast<int>(p.sp_fail[i] & 1);
-    if (!__syncthreads_or(any)) return;
+    const int64_t units = static_cast<int64_t>(p.seq.N) * p.HV;
+    if (single_pass_left_nothing(p.sp_fail, units * p.sp_pieces)) return;
     // (Fixed-length batches only, every chunk owned: vc < 2^31, validate.cpp bounds B x T. The flags of
     // the sequence last looked at are kept: a CTA's chunks run through few sequences.)
     int32_t seen = -1;

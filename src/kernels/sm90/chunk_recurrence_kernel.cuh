@@ -117,6 +117,9 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   ptx::launch_dependents();
+  if constexpr (kWarm) {
+    if (skip_after_single_pass(p)) return;
+  }
   RecurrenceTask first;  // the job of this CTA's slot (blockIdx.x)
   if constexpr (!kWarm) first = recurrence_task(p, p.pass, blockIdx.x, false, nullptr);
 

@@ -184,6 +184,9 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
   const int wg = warp >> 2;            // consumer warpgroup (kWG: the producer)
   const int t = threadIdx.x & 127;     // thread within the warpgroup
   ptx::launch_dependents();
+  if constexpr (kWarm) {
+    if (skip_after_single_pass(p)) return;
+  }
   RecurrenceTask first;  // the job of this CTA's slot (blockIdx.x)
   if constexpr (!kWarm) first = recurrence_task(p, p.pass, blockIdx.x, false, nullptr);
 

@@ -32,6 +32,16 @@ __device__ __forceinline__ bool single_pass_fell_back(const uint64_t* piece_fail
   return (any & 1) != 0;
 }
 
+// After the single pass's grid: whether none of its pieces set a flag (every word of [pieces][units],
+// the CTA's threads in parallel; every thread of the CTA calls it: a CTA barrier). On decaying gates the
+// fallback's kernels then leave after this one round trip (chunk_prep_kernel.cuh's filtered instance,
+// the warm-up recurrence's pass 1: skip_after_single_pass).
+__device__ __forceinline__ bool single_pass_left_nothing(const uint64_t* piece_fail, int64_t words) {
+  int any = 0;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) any |= static_cast<int>(piece_fail[i] & 1);
+  return !__syncthreads_or(any);
+}
+
 // During the grid, the preparation warps' polling (single_pass_kernel.cuh): each chunk, lane q reads
 // piece q's word of the unit (q + 32 k in turn, k = the warp's chunk count, where more than 32 pieces),
 // keeping its low half only (one register while the chunk's boxes fly) ...

@@ -110,6 +110,12 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
   constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
+  // The preparation's key loops: in pairs (kKeyUnroll 2), but rolled in the pieces instance, whose
+  // polling and bound code made the two roles' hot code too large for the instruction cache (ncu,
+  // forced pieces on T8192_H64, 2026-12-02: `no_instruction` stalls from 5% to 13% of the consumers'
+  // samples, the kernel 10% slower; rolled, T8192_H64 -4.5% and T32768_H32 -7% bounded, while the
+  // whole-sequence instances lose 2-4% rolled: docs/performance_notes.md, version 40).
+  constexpr int kPrepKeyUnroll = kPieces ? 1 : 2;
   extern __shared__ unsigned char smem_raw[];
   Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
   const int unit0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.units));  // (piece-major blocks)
@@ -259,7 +265,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       };
       uint8_t* kr_lo = final_split && j == steps - 1 ? st.kr_lo.bytes : nullptr;
       // (A dead chunk: acquire() at once from prep_warp_chunk; a candidate's bound +inf, the stage marked.)
-      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, 2, kPartial, decltype(acquire), kPieces, decltype(skip)>(
+      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, kPrepKeyUnroll, kPartial, decltype(acquire), kPieces, decltype(skip)>(
           p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps, acquire, st.dtb, kr_lo, skip);
       if (stop) break;
       if (r < 0) continue;
