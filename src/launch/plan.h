@@ -87,7 +87,9 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
 //   1.06x and of 32 (T8192_H8) 1.2x (version 39), where the candidates'
 //   preparation, the fallback's two launches and the shorter chains weigh more; T65536_H8's 264 pieces
 //   (two waves) 0.95x on decaying gates but 1.15x on long memory (T65536_H8_LM: each wave pays its
-//   failed attempt before the two kernels run the units).
+//   failed attempt before the two kernels run the units). The pieces taken pay the same way on slowly
+//   decaying gates: T8192_H64 and T32768_H32 with long-memory channels 1.25x and 1.2x the two kernels
+//   (version 40), so the rule is not even (design.md §3.5) until the fallback is cheaper.
 inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
 inline constexpr int64_t kSinglePassMinPieceChunks = 96;
 inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan, int64_t chunks, bool pieces_ok,

@@ -7,9 +7,14 @@
 // two kernels), unit by unit, eager and under CUDA-graph replay.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "tests/golden_io.h"
@@ -138,6 +143,46 @@ TEST(GpuSinglePass, BoundedPiecesFallBackUnitByUnit) {
     ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
     expect_identical(one, again, name);
   }
+}
+
+// Pieces in two waves on slowly decaying gates, many calls: every unit falls back, so piece 0 and the
+// pieces of the second wave stop part-way while other pieces raise their flags. A preparation warp
+// whose lanes read the stop word apart once split (some lanes preparing the chunk alone) and hung in
+// an ldmatrix, in 3 of 6 processes of ~130 calls on 96 heads x 4 pieces (2026-12-02). Each call is
+// waited for with a deadline: a hang fails the test (and ends the process, the kernel being stuck)
+// instead of stopping the suite; then the outputs must equal the two kernels' bitwise (they ran there).
+TEST(GpuSinglePass, BoundedPiecesStopInStepOverManyCalls) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s = pieces_spec(1, 4096, 64, 64, 4, 0, 1010);  // 256 pieces: two waves on 132 SMs
+  s.slow_every = 8;                                          // every head slow: every unit falls back
+  RandomProblem one = make_random_problem(s);
+  RandomProblem two = one;
+  kda_fwd_params params = one.params();
+  always(params);
+  DeviceProblem dp(params);
+  dp.poison_workspace(0xff);
+  constexpr int kCalls = 300;
+  for (int call = 0; call < kCalls; ++call) {
+    const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), nullptr);
+    ASSERT_EQ(st.code, KDA_OK) << st.message;
+    const auto start = std::chrono::steady_clock::now();
+    cudaError_t q;
+    while ((q = cudaStreamQuery(nullptr)) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+        ADD_FAILURE() << "call " << call << " of " << kCalls << " did not finish within 20 s: a hung CTA";
+        std::fprintf(stderr, "[ FAILED ] GpuSinglePass.BoundedPiecesStopInStepOverManyCalls: hung at call %d\n", call);
+        std::fflush(stdout);
+        std::_Exit(3);  // (the stuck kernel cannot be recovered in this process)
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_EQ(q, cudaSuccess) << cudaGetErrorString(q);
+  }
+  dp.download_outputs();
+  kda_fwd_params pn = two.params();
+  pn.single_pass = KDA_SINGLE_PASS_NEVER;
+  ASSERT_EQ(run_on_gpu(pn).code, KDA_OK);
+  expect_identical(one, two, "300 calls of two-wave pieces on slow gates against the two kernels");
 }
 
 // A graph captured on decaying gates and replayed on slowly decaying ones (and back): the single pass's

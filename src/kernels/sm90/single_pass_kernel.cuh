@@ -208,9 +208,15 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       if (bounded) polled = poll_piece_word(p.piece_fail, p.pieces, p.units, unit0, i, lane);
       auto skip = [&]() -> bool {
         if (!bounded) return false;
-        if (polled_fell_back(polled, *static_cast<volatile uint64_t*>(&st.epoch)) && lane == 0) atomicOr(&st.abort, 1);
-        __syncwarp();
-        dead = atomicOr(&st.abort, 0) != 0;  // (atomics: raised and read by different warps)
+        const bool fell = polled_fell_back(polled, *static_cast<volatile uint64_t*>(&st.epoch));
+        // Lane 0 raises and reads abort (an atomic: other warps raise it) and the warp takes its answer:
+        // each lane reading it, another warp's raise could land between the lanes' reads, and the
+        // warp split with some lanes preparing the chunk alone, hanging in its first ldmatrix (seen on
+        // multi-wave long-memory pieces, 2026-12-02: lanes 0-7 at warp_prep.cuh's norms, the rest
+        // handing the chunk over marked).
+        int raised = 0;
+        if (lane == 0) raised = fell ? (atomicOr(&st.abort, 1), 1) : atomicOr(&st.abort, 0);
+        dead = __shfl_sync(0xffffffffu, raised, 0) != 0;
         return dead;
       };
       // The chunk's ring step r (r = j but for bounded pieces: j - skip), or < 0: not handed over;
