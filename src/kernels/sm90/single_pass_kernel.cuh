@@ -4,7 +4,8 @@
 // bounds decide each piece's warm-up, a unit that needs more falls back to the two kernels after the
 // grid, single_pass_fallback.cuh; or a forced warm-up, testing only):
 //
-//   eight preparation warps   warp w prepares chunks w, w + 8, ... (warp_prep.cuh, RecordTo::kLate):
+//   eight preparation warps   warp w prepares chunks w, w + 8, ... (single_pass_prep_role.cuh, over
+//                             warp_prep.cuh's RecordTo::kLate):
 //                             q, k, g by tensor copies into its own boxes, the chunk's §2.1 quantities
 //                             computed there, and only once T and P exist it takes the chunk's ring
 //                             stage (waiting for the stage's previous chunk to be consumed), starts the
@@ -46,6 +47,7 @@
 #include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/kernels/sm90/single_pass_layout.h"
 #include "src/kernels/sm90/warp_prep.cuh"
+#include "src/kernels/sm90/single_pass_prep_role.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/cp_async.cuh"
@@ -85,19 +87,6 @@ __device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
   return ranked;
 }
 
-// A bounded piece's warm-up, decided by every role alike once the candidates' bounds have arrived on
-// st.decide (nc = st.nc > 0 of them, chunk c0 - nc + j's in st.wbound[j]): the candidates to skip
-// (nc - w, warmup_chunks), or -1 where no warm-up within kSinglePassWarmupCap chunks suffices. (Its
-// inputs from shared memory: the preparation warps call it where their registers are shortest; kept in
-// registers, or called out of line, they spilled 36 bytes, against 8-12 this way.)
-__device__ __forceinline__ int decide_warmup(SinglePassLayout::Storage& st) {
-  ptx::mbar_wait(&st.decide, 0);
-  const int nc = *static_cast<volatile int32_t*>(&st.nc), c0 = *static_cast<volatile int32_t*>(&st.c0);
-  int32_t w = 0;
-  const bool ok = warmup_chunks<kSinglePassWarmupCap>([&](int i) { return st.wbound[nc - 1 - i]; }, c0, kWarmupLog2Bound, &w);
-  return ok ? nc - w : -1;
-}
-
 // kPieces: sequences cut into p.pieces pieces, bounded (p.piece_fail set) or with a forced warm-up
 // (testing and measuring only; SinglePassParams::pieces); false: whole sequences (p.pieces = 1).
 template <bool kPartial, bool kPieces = false>
@@ -110,12 +99,6 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
   constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
-  // The preparation's key loops: in pairs (kKeyUnroll 2), but rolled in the pieces instance, whose
-  // polling and bound code made the two roles' hot code too large for the instruction cache (ncu,
-  // forced pieces on T8192_H64, 2026-12-02: `no_instruction` stalls from 5% to 13% of the consumers'
-  // samples, the kernel 10% slower; rolled, T8192_H64 -4.5% and T32768_H32 -7% bounded, while the
-  // whole-sequence instances lose 2-4% rolled: docs/performance_notes.md, version 40).
-  constexpr int kPrepKeyUnroll = kPieces ? 1 : 2;
   extern __shared__ unsigned char smem_raw[];
   Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
   const int unit0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.units));  // (piece-major blocks)
@@ -189,95 +172,10 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   const bool final_split = kFinalSplit && (!kPieces || fin) && p.final_state != nullptr && steps > 0;
 
   if (warp < Lay::kPrepWarps) {
-    // ---- Preparation warps ------------------------------------------------------------------------
+    // ---- Preparation warps (single_pass_prep_role.cuh) ---------------------------------------------
     ptx::setmaxnreg_dec<Lay::kPrepRegs>();
-    auto& ps = st.prep[warp];
-    const int hq = hv / p.pp.group;
-    uint32_t i = 0;  // this warp's chunks so far
-    for (int j = warp; j < steps; j += Lay::kPrepWarps, ++i) {  // chunk c_first + j
-      const int c = kPieces ? c_first + j : j;
-      const warp_prep::ChunkCoords cc{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
-      warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, &qmap, &kmap, &gmap, cc, hv, hq);
-      // Bounded pieces: once another piece of this call has flagged the unit (it runs on the two kernels
-      // after this grid), the chunk is not prepared, only handed over marked (st.skip), so that the ring
-      // stays in step while the consumers stop too. Each chunk the warp reads the unit's flags while its
-      // boxes fly and compares them once they have landed (`skip`, in prep_warp_chunk;
-      // single_pass_fallback.cuh); a warp that finds one raises st.abort for all.
-      bool dead = false;
-      uint32_t polled = 0;
-      if (bounded) polled = poll_piece_word(p.piece_fail, p.pieces, p.units, unit0, i, lane);
-      auto skip = [&]() -> bool {
-        if (!bounded) return false;
-        const bool fell = polled_fell_back(polled, *static_cast<volatile uint64_t*>(&st.epoch));
-        // Lane 0 raises and reads abort (an atomic: other warps raise it) and the warp takes its answer:
-        // each lane reading it, another warp's raise could land between the lanes' reads, and the
-        // warp split with some lanes preparing the chunk alone, hanging in its first ldmatrix (seen on
-        // multi-wave long-memory pieces, 2026-12-02: lanes 0-7 at warp_prep.cuh's norms, the rest
-        // handing the chunk over marked).
-        int raised = 0;
-        if (lane == 0) raised = fell ? (atomicOr(&st.abort, 1), 1) : atomicOr(&st.abort, 0);
-        dead = __shfl_sync(0xffffffffu, raised, 0) != 0;
-        return dead;
-      };
-      // The chunk's ring step r (r = j but for bounded pieces: j - skip), or < 0: not handed over;
-      // `stop`: the piece falls back.
-      int r = j;
-      bool stop = false;
-      auto acquire = [&]() -> uint8_t* {
-        if (bounded && *static_cast<volatile int32_t*>(&st.nc) > 0) {
-          if (j < *static_cast<volatile int32_t*>(&st.nc)) {  // a candidate: its decay bound arrives
-            const float bound = dead ? __int_as_float(0x7f800000)
-                                     : warp_prep::chunk_decay_bound(ps.in[warp_prep::kIn], ps.tb, ps.kr, ps.gamma);
-            if (lane == 0) st.wbound[j] = bound;
-            __syncwarp();
-            if (lane == 0) ptx::mbar_arrive(&st.decide);
-          }
-          const int skip = decide_warmup(st);
-          stop = skip < 0;
-          r = j - skip;
-          if (stop || r < 0) return nullptr;
-        }
-        const int s = r % kRing, slot = r % kSlots;
-        if (r >= kRing) {  // the stage's previous step consumed
-          const int prev = r - kRing;
-          ptx::mbar_wait(&st.empty[prev % kSlots], (prev / kSlots) & 1);
-        }
-        if (bounded && lane == 0) st.skip[s] = dead;
-        if (bounded && dead) {
-          if (lane == 0) ptx::mbar_arrive(&st.full[slot]);  // (no values)
-        } else if (!kPartial || cc.len == 16) {
-          if (lane == 0) {  // the chunk's values: one 16 x 64 box per half
-            ptx::mbar_arrive_expect_tx(&st.full[slot], 2 * L::VtTile::kBytes);
-            ptx::tma_load_4d(st.stage[s].vt[0].bytes, &vmap, 0, hv, cc.tok0, cc.seq, &st.full[slot]);
-            ptx::tma_load_4d(st.stage[s].vt[1].bytes, &vmap, 64, hv, cc.tok0, cc.seq, &st.full[slot]);
-          }
-        } else {
-          // A partial chunk: the values by cp.async, zero-filled past the sequence (a tensor copy would
-          // bring the next sequence's tokens in a packed batch), landed before lane 0's arrival.
-#pragma unroll
-          for (int m = 0; m < 8; ++m) {
-            const int k = lane + 32 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;  // half, token, 8 rows
-            const bool valid = j < cc.len;
-            const uint16_t* src = p.v + cc.seq * p.v_st.b + static_cast<int64_t>(cc.tok0 + (valid ? j : 0)) * p.v_st.t +
-                                  hv * p.v_st.h + 64 * w + 8 * q;
-            ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, valid);
-          }
-          ptx::cp_async_commit();
-          ptx::cp_async_wait_group<0>();
-          __syncwarp();
-          if (lane == 0) ptx::mbar_arrive(&st.full[slot]);
-        }
-        return reinterpret_cast<uint8_t*>(&st.stage[s]);
-      };
-      uint8_t* kr_lo = final_split && j == steps - 1 ? st.kr_lo.bytes : nullptr;
-      // (A dead chunk: acquire() at once from prep_warp_chunk; a candidate's bound +inf, the stage marked.)
-      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, kPrepKeyUnroll, kPartial, decltype(acquire), kPieces, decltype(skip)>(
-          p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps, acquire, st.dtb, kr_lo, skip);
-      if (stop) break;
-      if (r < 0) continue;
-      ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
-      ptx::mbar_arrive(&st.full[r % kSlots]);
-    }
+    const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, final_split};
+    single_pass_prepare<kPartial, kPieces>(p, st, &qmap, &kmap, &gmap, &vmap, walk, warp, lane);
     return;
   }
 
