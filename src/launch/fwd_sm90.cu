@@ -6,8 +6,10 @@
 // parallelism only) the float32 segment states and transitions (plan.h); warm-up plans also reserve
 // one final state per unit for in-place calls (deferred_final_kernel.cuh). kda_fwd_prepared finds the
 // records and bounds where kda_segment_transition's preparation left them (cp_sm90.cu). Calls that the
-// single pass takes (single_pass_sm90.cu, decided first in run_fwd) launch only single_pass_kernel and use
-// none of the workspace. Otherwise, launches on the caller's stream: chunk_prep_kernel (token-parallel) writes the records;
+// single pass takes whole (single_pass_sm90.cu, decided first in run_fwd) launch only single_pass_kernel and
+// use none of the workspace; in bounded pieces it writes its flags to the workspace and the two-kernel
+// path below follows for the units it flagged (single_pass_fallback.cuh). Otherwise, launches on the
+// caller's stream: chunk_prep_kernel (token-parallel) writes the records;
 // chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
 // in two passes around context_combine_kernel (in place, a bounded warm-up's pass 1 is followed by
 // deferred_final_kernel). No allocation, no synchronisation, no host read of

@@ -67,14 +67,8 @@ TEST(GpuSinglePass, ForcedWarmupPiecesMatchTheTwoKernels) {
   }
   // A slowly decaying channel: one chunk of warm-up drops a visible part of the state, on both paths
   // alike (the pieces are really there: the single pass does not silently run whole sequences).
-  ProblemSpec s;
-  s.T = 1024;
-  s.H = s.HV = 2;
+  ProblemSpec s = pieces_spec(1, 1024, 2, 2, 4, 1, 950);
   s.slow_every = 8;
-  s.context_split = 4;
-  s.context_method = KDA_CONTEXT_WARMUP;
-  s.context_warmup_chunks = 1;
-  s.seed = 950;
   RandomProblem one = make_random_problem(s);
   RandomProblem two = one;
   const GpuErrors e1 = gpu_vs_f64(one, always), e2 = gpu_vs_f64(two, never);
@@ -190,12 +184,7 @@ TEST(GpuSinglePass, BoundedPiecesStopInStepOverManyCalls) {
 // eager run on its inputs.
 TEST(GpuSinglePass, BoundedPiecesUnderGraphReplay) {
   KDA_SKIP_WITHOUT_SM90();
-  ProblemSpec fast;
-  fast.T = 1536;
-  fast.H = fast.HV = 2;
-  fast.context_method = KDA_CONTEXT_WARMUP;
-  fast.context_split = 3;
-  fast.seed = 990;
+  ProblemSpec fast = pieces_spec(1, 1536, 2, 2, 3, 0, 990);
   ProblemSpec slow = fast;
   slow.slow_every = 8;
   slow.slow_heads = 2;  // head 1

@@ -253,25 +253,6 @@ __device__ __forceinline__ void store_out_rows(const float (&o)[2][4], unsigned 
   }
 }
 
-// Pass 1 of a warm-up plan behind the single pass's bounded pieces (RecurrenceParams::sp_fail), when
-// the single pass left no unit (decaying gates): the whole grid returns at once, before its prologue
-// (the initial state's preload, the tail's counters: no tail job would find work), each unit's
-// fallback word cleared as warm_recurrence_task would (its first CTA), for the kernels after it. Every
-// thread of the CTA calls it (a CTA barrier); every CTA decides the same from the same flags (the
-// single pass's grid is complete: the filtered preparation before this kernel waited for it).
-// (Out of line, its arguments by value: inlined, the two-warpgroup wgmma instance spilled 96 bytes.)
-static __device__ __noinline__ bool single_pass_left_all(const uint64_t* sp_fail, int64_t words, int32_t* unit_fallback,
-                                                         int32_t units) {
-  ptx::wait_primary();
-  if (!single_pass_left_nothing(sp_fail, words)) return false;
-  if (threadIdx.x == 0 && blockIdx.x < static_cast<unsigned>(units)) unit_fallback[blockIdx.x] = 0;
-  return true;
-}
-__device__ __forceinline__ bool skip_after_single_pass(const RecurrenceParams& p) {
-  return p.sp_fail != nullptr && p.pass == RecurrencePass::kFirst &&
-         single_pass_left_all(p.sp_fail, static_cast<int64_t>(p.units) * p.sp_pieces, p.unit_fallback, p.units);
-}
-
 // The task of a CTA of a bounded warm-up plan (kWarm kernels), decided on the device: waits for the
 // previous kernel (the preparation's chunk bounds; in pass 2 the fallback flags), then, in pass 1
 // and the transition pass, thread t decides piece t's warm-up (t >= 1; transition pass: thread 0,

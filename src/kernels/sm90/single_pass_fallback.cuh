@@ -18,8 +18,9 @@
 
 #include <cstdint>
 
-#include "src/kernels/sm90/kernel_params.h"  // piece_word
+#include "src/kernels/sm90/kernel_params.h"  // piece_word, RecurrenceParams
 #include "src/ptx/gpu_sync.cuh"
+#include "src/ptx/grid_dependency.cuh"
 
 namespace kda::sm90 {
 
@@ -40,6 +41,25 @@ __device__ __forceinline__ bool single_pass_left_nothing(const uint64_t* piece_f
   int any = 0;
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) any |= static_cast<int>(piece_fail[i] & 1);
   return !__syncthreads_or(any);
+}
+
+// Pass 1 of a warm-up plan behind the single pass's bounded pieces (RecurrenceParams::sp_fail), when
+// the single pass left no unit (decaying gates): the whole grid returns at once, before its prologue
+// (the initial state's preload, the tail's counters: no tail job would find work), each unit's
+// fallback word cleared as warm_recurrence_task would (its first CTA), for the kernels after it. Every
+// thread of the CTA calls it (a CTA barrier); every CTA decides the same from the same flags (the
+// single pass's grid is complete: the filtered preparation before this kernel waited for it).
+// (Out of line, its arguments by value: inlined, the two-warpgroup wgmma instance spilled 96 bytes.)
+static __device__ __noinline__ bool single_pass_left_all(const uint64_t* sp_fail, int64_t words, int32_t* unit_fallback,
+                                                         int32_t units) {
+  ptx::wait_primary();
+  if (!single_pass_left_nothing(sp_fail, words)) return false;
+  if (threadIdx.x == 0 && blockIdx.x < static_cast<unsigned>(units)) unit_fallback[blockIdx.x] = 0;
+  return true;
+}
+__device__ __forceinline__ bool skip_after_single_pass(const RecurrenceParams& p) {
+  return p.sp_fail != nullptr && p.pass == RecurrencePass::kFirst &&
+         single_pass_left_all(p.sp_fail, static_cast<int64_t>(p.units) * p.sp_pieces, p.unit_fallback, p.units);
 }
 
 // During the grid, the preparation warps' polling (single_pass_kernel.cuh): each chunk, lane q reads
