@@ -45,16 +45,18 @@ TEST(SinglePassPlan, AutomaticFromSeventyPercentOfTheSmsWithoutSplitting) {
   EXPECT_FALSE(single_pass_auto(69, 100, plan(69, 512, 1, KDA_CONTEXT_AUTO, true, 100), 512, true));
 }
 
-TEST(SinglePassPlan, AutomaticInTheWarmupPlansPiecesOfAtLeast96ChunksInOneWave) {
+TEST(SinglePassPlan, AutomaticInTheWarmupPlansPiecesOfAtLeast40Chunks) {
   // Few pairs: the plan is a bounded warm-up, and the single pass takes its pieces where they are long
-  // enough and fit on the SMs at once (plan pieces as of 2026-12-01: T8192_H64 2, T8192_H8 16,
-  // T32768_H32 4, T65536_H8 33).
+  // enough, in as many waves as they take (plan pieces as of 2026-12-02: T8192_H64 2, T8192_H8 16,
+  // T32768_H32 4, T65536_H8 33, T8192_H12_N4 8, T8192_H16_N1 8, T8192_H24_N1 11, T4096_H12_N1 11).
   EXPECT_TRUE(auto_single(64, 512));    // T8192_H64: 128 pieces of 256 chunks
   EXPECT_TRUE(auto_single(32, 2048));   // T32768_H32: 128 of 512
-  EXPECT_FALSE(auto_single(8, 4096));   // T65536_H8: 264 pieces of 125 chunks, two waves
+  EXPECT_TRUE(auto_single(8, 4096));    // T65536_H8: 264 pieces of 125 chunks, two waves
+  EXPECT_TRUE(auto_single(48, 512));    // T8192_H12_N4: 384 of 64, three waves
+  EXPECT_TRUE(auto_single(16, 512));    // T8192_H16_N1: 128 of 64
+  EXPECT_TRUE(auto_single(24, 512));    // T8192_H24_N1: 264 of 47
   EXPECT_FALSE(auto_single(8, 512));    // T8192_H8: 32
-  EXPECT_FALSE(auto_single(48, 512));   // T8192_H12_N4: 64
-  EXPECT_FALSE(auto_single(16, 512));   // T8192_H16_N1: 64
+  EXPECT_FALSE(auto_single(12, 256));   // T4096_H12_N1: 24
   EXPECT_FALSE(auto_single(32, 32));    // T512_H32: pieces of 16 chunks
   EXPECT_FALSE(auto_single(12, 128));   // T2048_H12_N1
   EXPECT_FALSE(auto_single(4, 64));     // T1024_H4_N1
@@ -65,15 +67,15 @@ TEST(SinglePassPlan, AutomaticInTheWarmupPlansPiecesOfAtLeast96ChunksInOneWave) 
   // two kernels.
   EXPECT_FALSE(auto_single(64, 512, false));
   EXPECT_FALSE(auto_single(92, 512, false));
-  // Exactly at the limits: the plan's pieces times kSinglePassMinPieceChunks chunks, and as many units as
-  // the pieces leave SMs for.
+  // Exactly at the limit: the plan's pieces times kSinglePassMinPieceChunks chunks, with one wave or
+  // several.
   const RecurrencePlan p = plan(8, 512);
   ASSERT_EQ(p.method, SplitMethod::kWarmup);
   const int64_t at = int64_t{kSinglePassMinPieceChunks} * p.pieces;
   EXPECT_TRUE(single_pass_auto(8, kH200, p, at, true));
   EXPECT_FALSE(single_pass_auto(8, kH200, p, at - p.pieces, true));
-  EXPECT_TRUE(single_pass_auto(kH200 / p.pieces, kH200, p, at, true));
-  EXPECT_FALSE(single_pass_auto(kH200 / p.pieces + 1, kH200, p, at, true));
+  EXPECT_TRUE(single_pass_auto(kH200 / p.pieces + 1, kH200, p, at, true));
+  EXPECT_FALSE(single_pass_auto(kH200 / p.pieces + 1, kH200, p, at - p.pieces, true));
 }
 
 TEST(SinglePassPlan, PiecesOnWholeChunksOutOfPlaceWithFlagsOrAForcedWarmup) {

@@ -103,7 +103,7 @@ typedef enum kda_single_pass {
   KDA_SINGLE_PASS_AUTO = 0,   /* the single pass where it takes the problem and is faster on this GPU
                                  (on decaying gates: with few (sequence, head) pairs it runs sequence
                                  pieces that fall back to the two kernels where gates decay slowly,
-                                 1.2-1.25x the two kernels' time there; README.md) */
+                                 1.15-1.25x the two kernels' time there; README.md) */
   KDA_SINGLE_PASS_NEVER = 1,  /* always the two kernels */
   KDA_SINGLE_PASS_ALWAYS = 2  /* always the single pass; KDA_ERROR_UNSUPPORTED where it does not take
                                  the problem (a gate other than BOUNDED, g not bf16, q, k, g or v

@@ -79,24 +79,24 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
 //   1.55x the two kernels' time);
 // - a bounded warm-up plan that the planner chose (`planned`: context_split, context_method and
 //   context_warmup_chunks automatic; a forced plan is the two kernels' unless single_pass forces it too):
-//   in its pieces (pieces_ok) when they hold at least kSinglePassMinPieceChunks chunks and the pieces of
-//   all units fit on the SMs at once (one wave). Measured 2026-12-02 against the two kernels
-//   (docs/performance_notes.md): pieces of 256 and 512 chunks in one wave (T8192_H64, T32768_H32)
-//   0.92-0.94x (0.87-0.93x since the rolled key loops of version 40: T8192_H64 0.467 against the two
-//   kernels' 0.53, T32768_H32 0.895 against 1.03, performance_notes.md); of 64 chunks (T8192_H16_N1)
-//   1.06x and of 32 (T8192_H8) 1.2x (version 39), where the candidates'
-//   preparation, the fallback's two launches and the shorter chains weigh more; T65536_H8's 264 pieces
-//   (two waves) 0.95x on decaying gates but 1.15x on long memory (T65536_H8_LM: each wave pays its
-//   failed attempt before the two kernels run the units). The pieces taken pay the same way on slowly
-//   decaying gates: T8192_H64 and T32768_H32 with long-memory channels 1.25x and 1.2x the two kernels
-//   (version 40), so the rule is not even (design.md §3.5) until the fallback is cheaper.
+//   in its pieces (pieces_ok) when they hold at least kSinglePassMinPieceChunks chunks, in as many waves
+//   as they take. Measured 2026-12-02 with version 41's preparation, the two kernels' time against the
+//   single pass's (docs/performance_notes.md): pieces of 256 and 512 chunks in one wave (T8192_H64,
+//   T32768_H32) 0.53 -> 0.40 and 1.03 -> 0.76 ms; of 125 in two waves (T65536_H8) 0.533 -> 0.401; of 64
+//   in one or three waves (T8192_H16_N1, T8192_H12_N4) -12% and -19%; of 47 in two (T8192_H24_N1) -16%;
+//   of 32 (T8192_H8) even; of 24 and fewer (T4096_H12_N1, T2048_H12_N1, T1024_H4_N1) 4-35% slower,
+//   where the candidates' preparation and the fallback's launches weigh more than the shorter chains.
+//   The pieces taken pay on slowly decaying gates, where units fall back to the two kernels after their
+//   attempt: T8192_H64 and T32768_H32 with long-memory channels 1.25x and 1.2x the two kernels
+//   (version 40), T65536_H8_LM 1.15x (each wave pays its attempt); so the rule is not even (design.md
+//   §3.5) until the fallback is cheaper.
 inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
-inline constexpr int64_t kSinglePassMinPieceChunks = 96;
+inline constexpr int64_t kSinglePassMinPieceChunks = 40;
 inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan, int64_t chunks, bool pieces_ok,
                              bool planned = true) {
   if (plan.method == SplitMethod::kNone) return units * kSinglePassFillDen >= int64_t{sms} * kSinglePassFillNum;
   return plan.method == SplitMethod::kWarmup && planned && pieces_ok && plan.pieces >= 2 &&
-         units * plan.pieces <= sms && (chunks + plan.pieces - 1) / plan.pieces >= kSinglePassMinPieceChunks;
+         (chunks + plan.pieces - 1) / plan.pieces >= kSinglePassMinPieceChunks;
 }
 
 // Pieces per sequence of a single-pass launch: the plan's pieces for a bounded warm-up plan where

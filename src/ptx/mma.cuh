@@ -58,6 +58,14 @@ __device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, u
   lo = *reinterpret_cast<uint32_t*>(&l);
 }
 
+// The same bits (tests/gpu/test_ptx.cu), hi's halves widened to float by a shift and a mask: two
+// instructions where __bfloat1622float2 takes four. The single pass's preparation uses it in its
+// loops; chunk_prep_kernel keeps split_bf16x2, with which ptxas does not spill it (4 bytes with this).
+__device__ __forceinline__ void split_bf16x2_bits(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2(x0, x1);
+  lo = pack_bf16x2(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
+}
+
 // movmatrix.trans: the 8x8 b16 matrix whose fragment (row grp, columns 2·qid, +1) a lane holds,
 // transposed, in the same fragment layout (an A fragment's register with k along rows becomes one with
 // k along columns). Used by the single pass's preparation (warp_prep.cuh) and covered by its GPU tests.

@@ -4,7 +4,8 @@
 // stmatrix.trans of the output tile, the bf16 hi/lo split). One warp per test kernel. Also the
 // programmatic-dependent-launch pair (grid_dependency.cuh): a dependent grid that starts while its
 // primary still runs sees the primary's writes after wait_primary. And the relaxed 64-bit words the
-// single pass's pieces poll (gpu_sync.cuh).
+// single pass's pieces poll (gpu_sync.cuh); split_bf16x2_bits and rsqrt_approx_ftz against the
+// conversions and rsqrtf they replace in the single pass's preparation.
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "src/kernels/sm90/record_fragments.cuh"
+#include "src/ptx/fast_math.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/gpu_sync.cuh"
 #include "tests/gpu/gpu_harness.h"
@@ -453,6 +455,84 @@ TEST(Ptx, RelaxedWordsReadBackAcrossCtas) {
   EXPECT_EQ(h, 0);
   cudaFree(words);
   cudaFree(bad);
+}
+
+// Per input pair i: both bf16 splits (hi, lo) and, for x0, rsqrtf and rsqrt_approx_ftz.
+__global__ void probe_splits(const float* x, int n, uint32_t* out, float* rs) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float x0 = x[2 * i], x1 = x[2 * i + 1];
+    ptx::split_bf16x2(x0, x1, out[4 * i], out[4 * i + 1]);
+    ptx::split_bf16x2_bits(x0, x1, out[4 * i + 2], out[4 * i + 3]);
+    rs[2 * i] = rsqrtf(x0);
+    rs[2 * i + 1] = ptx::rsqrt_approx_ftz(x0);
+  }
+}
+
+// bf16 round to nearest even of a finite float (host).
+uint16_t bf16_rne(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST(Ptx, SplitBitsAndRsqrtFtzAreTheValuesTheyReplace) {
+  KDA_SKIP_WITHOUT_SM90();
+  std::vector<float> x;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> m(1.0f, 2.0f);
+  std::uniform_int_distribution<int> e(-126, 126);
+  for (int i = 0; i < 40000; ++i) x.push_back((i & 1 ? -1.0f : 1.0f) * std::ldexp(m(rng), e(rng)));
+  for (int i = 0; i < 2000; ++i) {  // bf16 ties (low 16 bits 0x8000) and their neighbours
+    uint32_t u = (static_cast<uint32_t>(rng()) & 0x7f7f0000u) | 0x00800000u | (0x7fffu + static_cast<uint32_t>(i % 3));
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  const float special[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 3.0e38f, -3.0e38f, INFINITY, -INFINITY, NAN, 1.0f, 0x1.fffffep127f, 1e-6f};
+  for (float f : special) x.push_back(f);
+  if (x.size() % 2) x.push_back(1.0f);
+  const int n = static_cast<int>(x.size() / 2);
+  float *dx = nullptr, *drs = nullptr;
+  uint32_t* dout = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, 4 * n * sizeof(uint32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&drs, 2 * n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  probe_splits<<<64, 128>>>(dx, n, dout, drs);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<uint32_t> out(4 * n);
+  std::vector<float> rs(2 * n);
+  ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(rs.data(), drs, rs.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  int split_diff = 0, hi_wrong = 0, rs_diff = 0, rs_far = 0, checked_rs = 0;
+  for (int i = 0; i < n; ++i) {
+    if (out[4 * i] != out[4 * i + 2] || out[4 * i + 1] != out[4 * i + 3]) ++split_diff;
+    for (int h = 0; h < 2; ++h) {  // hi against the host's rounding; lo = bf16(x - hi)
+      const float xf = x[2 * i + h];
+      if (!std::isfinite(xf) || std::fabs(xf) > 3.0e38f) continue;
+      const uint16_t hi = static_cast<uint16_t>(out[4 * i + 2] >> (16 * h));
+      const uint16_t lo = static_cast<uint16_t>(out[4 * i + 3] >> (16 * h));
+      const uint32_t hib = static_cast<uint32_t>(hi) << 16;
+      float hf;
+      std::memcpy(&hf, &hib, 4);
+      if (hi != bf16_rne(xf) || lo != bf16_rne(xf - hf)) ++hi_wrong;
+    }
+    const float x0 = x[2 * i];
+    if (x0 > 0.0f && std::isnormal(x0)) {
+      ++checked_rs;
+      if (std::memcmp(&rs[2 * i], &rs[2 * i + 1], 4) != 0) ++rs_diff;
+      const double want = 1.0 / std::sqrt(static_cast<double>(x0));
+      if (std::fabs(rs[2 * i + 1] - want) > 0x1p-22 * want) ++rs_far;
+    }
+  }
+  EXPECT_EQ(split_diff, 0) << "split_bf16x2_bits differs from split_bf16x2 on " << split_diff << " of " << n << " pairs";
+  EXPECT_EQ(hi_wrong, 0) << "hi / lo not the round-to-nearest-even split";
+  EXPECT_GT(checked_rs, 20000);
+  EXPECT_EQ(rs_diff, 0) << "rsqrt_approx_ftz differs from rsqrtf on a positive normal argument";
+  EXPECT_EQ(rs_far, 0);
+  cudaFree(dx);
+  cudaFree(dout);
+  cudaFree(drs);
 }
 
 TEST(Ptx, FragmentCoordinatesCoverTheTile) {

@@ -133,6 +133,33 @@ __device__ __forceinline__ void unit_lower_inverse_column(const float* A, int ld
   }
 }
 
+// Column c of (I + A)^-1 as unit_lower_inverse_column, A given transposed (At[16 j + i] = A[i][j], rows of
+// 16 floats, 16-byte aligned) and eliminated right-looking: once col[j] is known it is taken out of
+// every later row at once, so that the 15 steps' multiply-adds are independent of each other within a
+// step (the chain is 15 long rather than one per row's dot product), and column j of A is read as
+// float4s.
+__device__ __forceinline__ void unit_lower_inverse_column_t(const float* At, int c, float (&col)[16]) {
+  float acc[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) acc[i] = (i == c) ? 1.0f : 0.0f;
+#pragma unroll
+  for (int j = 0; j < 15; ++j) {
+    float a[16];
+#pragma unroll
+    for (int q = (j + 1) / 4; q < 4; ++q) {
+      const float4 v = reinterpret_cast<const float4*>(At + 16 * j)[q];
+      a[4 * q] = v.x;
+      a[4 * q + 1] = v.y;
+      a[4 * q + 2] = v.z;
+      a[4 * q + 3] = v.w;
+    }
+    col[j] = acc[j];
+#pragma unroll
+    for (int i = j + 1; i < 16; ++i) acc[i] = fmaf(-a[i], col[j], acc[i]);
+  }
+  col[15] = acc[15];
+}
+
 // out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as a bf16 A fragment, Kd
 // from its bf16 tile: one pass; Qd added exactly as I·Qd_hi + I·Qd_lo; stored as bf16 in the record.
 // (X and Kd as one bf16 each: the rounding emulation finds no measurable change in out or state

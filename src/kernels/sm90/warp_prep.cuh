@@ -15,8 +15,11 @@
 //   accumulated key step by key step: no operand tile in shared memory;
 // - Kd and Qd (hi, lo) wait for T in the q, k, g boxes' own bytes (stmatrix.trans to the addresses
 //   ldmatrix.trans read them from), and Wd, Qp are written over them in the record's panel layout (the
-//   boxes' 128B swizzle is the record's), so that bulk copies write them; Kr, Tb / P and Γ by 4-byte
-//   stores.
+//   boxes' 128B swizzle is the record's), so that bulk copies write them; Qp's accumulators start from
+//   Qd hi + lo read without .trans (the C fragment's layout); Kr by stmatrix.trans as Kd into shared
+//   memory (its panels have the boxes' layout; by 4-byte stores into a global record), Tb / P and Γ by
+//   4-byte stores;
+// - T = (I + A)^-1 by lanes 0..15, a column each, right-looking over A stored transposed.
 //
 // Parts: prep_warp_issue (the tensor copies of a chunk into a warp's boxes, warp_prep_parts.cuh with the
 // helpers) and prep_warp_chunk (the
@@ -40,6 +43,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cuda/ptx>
+#include <type_traits>
 
 #include "src/kernels/sm90/warp_prep_layout.cuh"
 #include "src/kernels/sm90/warp_prep_parts.cuh"
@@ -50,6 +54,7 @@
 #include "src/kernels/sm90/record_fragments.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/bulk_copy.cuh"
+#include "src/ptx/fast_math.cuh"
 #include "src/ptx/ldmatrix.cuh"
 #include "src/ptx/mma.cuh"
 #include "src/ptx/tma.cuh"
@@ -189,8 +194,11 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     for (int e = 0; e < 4; ++e) {
       const int tok = 2 * qd + (e & 1) + 8 * (e >> 1);
       const float qeps = (rescaled >> tok) & 1 ? 0.0f : 1e-6f, keps = (rescaled >> (16 + tok)) & 1 ? 0.0f : 1e-6f;
-      qinv[e] = (p.qk_l2norm ? rsqrtf(qs[e] + qeps) : 1.0f) * p.scale;
-      kinv[e] = p.qk_l2norm ? rsqrtf(ks_[e] + keps) : 1.0f;
+      // (rsqrt.approx.ftz, computed unconditionally: rsqrtf's rescaling of subnormals, which no sum
+      // here can be, and a branch on qk_l2norm per element cost 4% of the warp's samples.)
+      const float rq = ptx::rsqrt_approx_ftz(qs[e] + qeps), rk = ptx::rsqrt_approx_ftz(ks_[e] + keps);
+      qinv[e] = (p.qk_l2norm ? rq : 1.0f) * p.scale;
+      kinv[e] = p.qk_l2norm ? rk : 1.0f;
       if constexpr (kPartial) {
         if (!tok_valid[e]) qinv[e] = kinv[e] = 0.0f;
       }
@@ -202,22 +210,28 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   // a pair's two steps have (2 ks) % 8 = 4 h and 4 h + 2, h = pair % 2), else a loop over ks.
   static_assert(ChunkRecord::kKrPanelBytes == 2048 && ChunkRecord::kWqPanelBytes == 2 * 2048, "panels of a box's size");
   unsigned char* const in0 = &in[0][0];  // the six boxes, contiguous
+  // Rolled: off(ks) = off(0) ^ ((2 ks) % 8) << 4 ((2 ks) % 8 is even and the matrix's column half m / 2
+  // is bit 0, so their sum is their xor; the row's 128 bytes lie above the 16-byte chunk's bits), from
+  // one register kept opaque: recomputed from threadIdx in every iteration, it cost 2-3% of the
+  // preparation's samples.
+  uint32_t obase = off(0);
+  ptx::keep_after(obase);
+  auto offk = [&](int ks) -> uint32_t { return obase ^ (static_cast<uint32_t>((2 * ks) & 7) << 4); };
   auto for_key_steps = [&](auto&& step) {
     if constexpr (kKeyUnroll == 8) {
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, off(ks), (2 * ks) & 7);
     } else if constexpr (kKeyUnroll == 2) {
-      const uint32_t o0 = off(0), o1 = off(1), o2 = off(2), o3 = off(3);
 #pragma unroll 1
       for (int j = 0; j < 4; ++j) {
         const bool h = (j & 1) != 0;
         const uint32_t pofs = (j >> 1) * 2048u;
-        step(2 * j, pofs, h ? o2 : o0, h ? 4 : 0);
-        step(2 * j + 1, pofs, h ? o3 : o1, h ? 6 : 2);
+        step(2 * j, pofs, obase ^ (h ? 0x40u : 0u), h ? 4 : 0);
+        step(2 * j + 1, pofs, obase ^ (h ? 0x60u : 0x20u), h ? 6 : 2);
       }
     } else {
 #pragma unroll kKeyUnroll
-      for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, off(ks), (2 * ks) & 7);
+      for (int ks = 0; ks < 8; ++ks) step(ks, (ks >> 2) * 2048u, offk(ks), (2 * ks) & 7);
     }
   };
 
@@ -227,7 +241,12 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   uint8_t* kr_base = kTo == RecordTo::kLate ? park->kr : rec + ChunkRecord::kKrOffset;
   // Key step ks, its boxes' rows at panel byte offset pofs = (ks / 4) * 2048 plus roff = off(ks), Kr's
   // 16-byte column cb = (2 ks) % 8 (a rolled loop passes them precomputed: for_key_steps).
-  auto elem_step = [&](int ks, uint32_t pofs, uint32_t roff, int cb) {
+  // Key step ks, its boxes' rows at panel byte offset pofs = (ks / 4) * 2048 plus roff = off(ks), Kr's
+  // 16-byte column cb = (2 ks) % 8 (a rolled loop passes them precomputed: for_key_steps). kSplitKr:
+  // Kr's low part too (kr_lo: a sequence's last chunk), a separate instance so that the hot one issues
+  // none of its instructions (predicated off, they took 20 of the step's 372 issue slots).
+  auto elem_step = [&](auto split_kr, int ks, uint32_t pofs, uint32_t roff, int cb) {
+    constexpr bool kSplitKr = decltype(split_kr)::value;
     uint32_t Q[4], K[4], Gr[4];
     unsigned char* qa = in0 + kIn * 2048 + pofs + roff;
     unsigned char* ka = in0 + kInK * 2048 + pofs + roff;
@@ -235,6 +254,15 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     ptx::ldmatrix_x4_trans(Q, qa);
     ptx::ldmatrix_x4_trans(K, ka);
     ptx::ldmatrix_x4_trans(Gr, ga);
+    // dt_bias of the step's two keys, loaded with the boxes (read where first used, it cost 3-4%).
+    float dbk[2];
+#pragma unroll
+    for (int o = 0; o < 2; ++o) {
+      if constexpr (kKeyUnroll == 8)
+        dbk[o] = dtbv[2 * ks + o];
+      else
+        dbk[o] = dt_s[16 * ks + 8 * o + g8];
+    }
     uint32_t kd_p[4], kr_p[4], krl_p[4], qh_p[4], ql_p[4], kih_p[4], kil_p[4];
 #pragma unroll
     for (int o = 0; o < 2; ++o) {  // key 16 ks + 8 o + grp; registers 2o (tokens 2qd..), 2o + 1 (2qd + 8..)
@@ -246,26 +274,24 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       unpack2(Q[2 * o + 1], qv[2], qv[3]);
       unpack2(K[2 * o], kv[0], kv[1]);
       unpack2(K[2 * o + 1], kv[2], kv[3]);
-      float db;
-      if constexpr (kKeyUnroll == 8)
-        db = dtbv[2 * ks + o];
-      else
-        db = dt_s[key];
+      const float db = dbk[o];
       float a[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) a[e] = bounded_log2_decay(x[e], db, gk);
       // Cumulative sum over the 16 tokens: pairs in-lane, a scan over the quad's four lanes.
       const float slo = a[0] + a[1], shi = a[2] + a[3];
-      float ilo = slo, ihi = shi, t;
-      t = __shfl_up_sync(0xffffffffu, ilo, 1, 4);
-      if (qd >= 1) ilo += t;
-      t = __shfl_up_sync(0xffffffffu, ihi, 1, 4);
-      if (qd >= 1) ihi += t;
-      t = __shfl_up_sync(0xffffffffu, ilo, 2, 4);
-      if (qd >= 2) ilo += t;
-      t = __shfl_up_sync(0xffffffffu, ihi, 2, 4);
-      if (qd >= 2) ihi += t;
-      const float tlo = __shfl_sync(0xffffffffu, ilo, 3, 4), thi = __shfl_sync(0xffffffffu, ihi, 3, 4);
+      // A butterfly over the quad: the pair sums, then the quad's (the same bits in its four lanes, each
+      // addition's operands commuted), the inclusive prefix taken on the way.
+      float ilo = slo, ihi = shi, tlo, thi;
+      {
+        const float ulo = __shfl_xor_sync(0xffffffffu, slo, 1), uhi = __shfl_xor_sync(0xffffffffu, shi, 1);
+        const float plo = slo + ulo, phi = shi + uhi;  // the pair's sums
+        if (qd & 1) ilo = plo, ihi = phi;
+        const float vlo = __shfl_xor_sync(0xffffffffu, plo, 2), vhi = __shfl_xor_sync(0xffffffffu, phi, 2);
+        if (qd & 2) ilo += vlo, ihi += vhi;
+        tlo = plo + vlo;
+        thi = phi + vhi;
+      }
       float G[4];
       G[1] = ilo;
       G[0] = ilo - a[1];
@@ -281,18 +307,18 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
         kd[e] = kn * d;
         qdv[e] = qn * d;
         ki[e] = kn * inv;
-        kr[e] = kn * (gam * inv);
+        kr[e] = ki[e] * gam;
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 2 * o + h;
         kd_p[r] = ptx::pack_bf16x2(kd[2 * h], kd[2 * h + 1]);
-        if (kr_lo != 0u)
-          ptx::split_bf16x2(kr[2 * h], kr[2 * h + 1], kr_p[r], krl_p[r]);
+        if constexpr (kSplitKr)
+          ptx::split_bf16x2_bits(kr[2 * h], kr[2 * h + 1], kr_p[r], krl_p[r]);
         else
           kr_p[r] = ptx::pack_bf16x2(kr[2 * h], kr[2 * h + 1]);
-        ptx::split_bf16x2(qdv[2 * h], qdv[2 * h + 1], qh_p[r], ql_p[r]);
-        ptx::split_bf16x2(ki[2 * h], ki[2 * h + 1], kih_p[r], kil_p[r]);
+        ptx::split_bf16x2_bits(qdv[2 * h], qdv[2 * h + 1], qh_p[r], ql_p[r]);
+        ptx::split_bf16x2_bits(ki[2 * h], ki[2 * h + 1], kih_p[r], kil_p[r]);
       }
     }
     // A = Kd·Kiᵀ and M = Qd·Kiᵀ over this key step: fragments with k = key by movmatrix.trans.
@@ -319,23 +345,39 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     ptx::stmatrix_x4_trans(qa, kd_p);
     ptx::stmatrix_x4_trans(ka, qh_p);
     ptx::stmatrix_x4_trans(ga, ql_p);
-    // Kr to the record: (token grp (+8), keys 2 qid, +1) after a transpose, 4-byte stores (the Kr panel
-    // is a box's size: pofs).
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);  // c < 8: no wrap
-      *reinterpret_cast<uint32_t*>(kr_base + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd) = ptx::movmatrix_trans(kr_p[r]);
-    }
-    if (kr_lo != 0u) {  // (warp-uniform) Kr's low part, Kr - bf16(Kr), in the same layout
+    // Kr (and its low part, Kr - bf16(Kr)): its panels have the boxes' layout, so into shared memory
+    // (the park, a stage) it is stored as Kd is; into a global record (kGlobal) by 4-byte stores of
+    // (token grp (+8), keys 2 qid, +1) after a transpose. (The shared path by movmatrix and 4-byte
+    // stores cost the whole-sequence instances 1-4%.)
+    if constexpr (kToStage) {
+      ptx::stmatrix_x4_trans(kr_base + pofs + roff, kr_p);
+      if constexpr (kSplitKr) ptx::stmatrix_x4_trans(__cvta_shared_to_generic(kr_lo + pofs + roff), krl_p);
+    } else {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);
-        *static_cast<uint32_t*>(__cvta_shared_to_generic(kr_lo + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd)) =
-            ptx::movmatrix_trans(krl_p[r]);
+        const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);  // c < 8: no wrap
+        *reinterpret_cast<uint32_t*>(kr_base + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd) =
+            ptx::movmatrix_trans(kr_p[r]);
+      }
+      if constexpr (kSplitKr) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = g8 + 8 * (r & 1), c = cb + (r >> 1);
+          *static_cast<uint32_t*>(__cvta_shared_to_generic(kr_lo + pofs + row * 128 + ((c ^ (row & 7)) << 4) + 4 * qd)) =
+              ptx::movmatrix_trans(krl_p[r]);
+        }
       }
     }
   };
-  for_key_steps(elem_step);
+  if (kr_lo != 0u) {  // (warp-uniform; once per sequence: rolled but where dt_bias is in registers)
+    if constexpr (kKeyUnroll == 8) {
+      for_key_steps([&](int ks, uint32_t pofs, uint32_t roff, int cb) { elem_step(std::true_type{}, ks, pofs, roff, cb); });
+    } else {
+#pragma unroll 1
+      for (int ks = 0; ks < 8; ++ks) elem_step(std::true_type{}, ks, (ks >> 2) * 2048u, offk(ks), (2 * ks) & 7);
+    }
+  } else
+    for_key_steps([&](int ks, uint32_t pofs, uint32_t roff, int cb) { elem_step(std::false_type{}, ks, pofs, roff, cb); });
 
   // ---- A to shared memory, T = (I + A)^-1 (lanes 0..15, column = lane), Tb = T·Diag(b) -----------
   constexpr int kSld = WarpSmem::kTld, kAld = WarpSmem::kAld;
@@ -347,12 +389,12 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = ptx::Frag::c_row(lane, r), j = 8 * nt + ptx::Frag::c_col(lane, r);
-      At[i * kAld + j] = j < i ? b_row[r >> 1] * accA[nt][r] : 0.0f;
+      At[j * kAld + i] = j < i ? b_row[r >> 1] * accA[nt][r] : 0.0f;  // transposed: column j of A in row j
     }
   __syncwarp();
   if (lane < 16) {
     float col[16];
-    unit_lower_inverse_column(At, kAld, lane, col);
+    unit_lower_inverse_column_t(At, lane, col);
 #pragma unroll
     for (int i = 0; i < 16; ++i) tb[i * kSld + lane] = col[i] * b_own;
   }
@@ -376,8 +418,8 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     for (int nt = 0; nt < 2; ++nt) {  // as prepare_chunk's phase 6 (its n-tile = warp there)
       const int n = 8 * nt + g8, q2 = 2 * qd;
       uint32_t bh[2], bl[2];
-      ptx::split_bf16x2(tb[q2 * kSld + n], tb[(q2 + 1) * kSld + n], bh[0], bl[0]);
-      ptx::split_bf16x2(tb[(q2 + 8) * kSld + n], tb[(q2 + 9) * kSld + n], bh[1], bl[1]);
+      ptx::split_bf16x2_bits(tb[q2 * kSld + n], tb[(q2 + 1) * kSld + n], bh[0], bl[0]);
+      ptx::split_bf16x2_bits(tb[(q2 + 8) * kSld + n], tb[(q2 + 9) * kSld + n], bh[1], bl[1]);
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       ptx::mma_m16n8k16_bf16_f32(c, ml, bl);
       ptx::mma_m16n8k16_bf16_f32(c, ml, bh);
@@ -406,7 +448,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       for (int h = 0; h < 2; ++h) {
         const int row = g8 + 8 * h, col = 8 * nt + 2 * qd;
         uint32_t hi, lo;
-        ptx::split_bf16x2(pc[nt][2 * h], pc[nt][2 * h + 1], hi, lo);
+        ptx::split_bf16x2_bits(pc[nt][2 * h], pc[nt][2 * h + 1], hi, lo);
         *reinterpret_cast<uint32_t*>(p_hi + ChunkRecord::small_index(row, col)) = hi;
         *reinterpret_cast<uint32_t*>(p_lo + ChunkRecord::small_index(row, col)) = lo;
       }
@@ -414,32 +456,43 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
     for (int rr2 = 0; rr2 < 4; ++rr2) {
       const int idx = lane + 32 * rr2, i = idx >> 3, j0 = (idx & 7) * 2;
       uint32_t hi, lo;
-      ptx::split_bf16x2(tb[i * kSld + j0], tb[i * kSld + j0 + 1], hi, lo);
+      ptx::split_bf16x2_bits(tb[i * kSld + j0], tb[i * kSld + j0 + 1], hi, lo);
       *reinterpret_cast<uint32_t*>(tb_hi + ChunkRecord::small_index(i, j0)) = hi;
       *reinterpret_cast<uint32_t*>(tb_lo + ChunkRecord::small_index(i, j0)) = lo;
     }
   }
 
   // ---- Wd = Tb·Kd, Qp = Qd − P·Kd, by key steps, over the Kd / Qd they read ------------------------
-  uint32_t ident[4];
-  identity_a(ident, lane);
-  auto wd_step = [&](int, uint32_t pofs, uint32_t roff, int) {
+  // The next key step's Kd and Qd (hi, lo) loaded while this one multiplies (registers are free here).
+  // Qd in the accumulators' layout (token grp (+8), keys 2 qid, +1): ldmatrix without .trans.
+  uint32_t nkdb[4], nqhb[4], nqlb[4];
+  auto wd_load = [&](uint32_t pofs, uint32_t roff) {
+    ptx::ldmatrix_x4_trans(nkdb, in0 + kIn * 2048 + pofs + roff);
+    ptx::ldmatrix_x4(nqhb, in0 + kInK * 2048 + pofs + roff);
+    ptx::ldmatrix_x4(nqlb, in0 + kInG * 2048 + pofs + roff);
+  };
+  auto wd_step = [&](int ks, uint32_t pofs, uint32_t roff, int) {
     unsigned char* qa = in0 + kIn * 2048 + pofs + roff;
     unsigned char* ka = in0 + kInK * 2048 + pofs + roff;
-    unsigned char* ga = in0 + kInG * 2048 + pofs + roff;
     uint32_t kdb[4], qhb[4], qlb[4];
-    ptx::ldmatrix_x4_trans(kdb, qa);
-    ptx::ldmatrix_x4_trans(qhb, ka);
-    ptx::ldmatrix_x4_trans(qlb, ga);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) kdb[i] = nkdb[i], qhb[i] = nqhb[i], qlb[i] = nqlb[i];
+    if (ks + 1 < 8) wd_load(((ks + 1) >> 2) * 2048u, kKeyUnroll == 8 ? off(ks + 1) : offk(ks + 1));
     uint32_t wd_o[4], qp_o[4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t kb[2] = {kdb[2 * h], kdb[2 * h + 1]};
-      const uint32_t bqh[2] = {qhb[2 * h], qhb[2 * h + 1]}, bql[2] = {qlb[2 * h], qlb[2 * h + 1]};
-      float w[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float w[4] = {0.0f, 0.0f, 0.0f, 0.0f}, c[4];
       ptx::mma_m16n8k16_bf16_f32(w, th, kb);
-      ptx::mma_m16n8k16_bf16_f32(c, ident, bql);
-      ptx::mma_m16n8k16_bf16_f32(c, ident, bqh);
+      {
+        float l[4];
+        unpack2(qhb[2 * h], c[0], c[1]);
+        unpack2(qhb[2 * h + 1], c[2], c[3]);
+        unpack2(qlb[2 * h], l[0], l[1]);
+        unpack2(qlb[2 * h + 1], l[2], l[3]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[e] += l[e];  // exact: lo is hi's remainder
+      }
       ptx::mma_m16n8k16_bf16_f32(c, ph, kb);
       wd_o[2 * h] = ptx::pack_bf16x2(w[0], w[1]);
       wd_o[2 * h + 1] = ptx::pack_bf16x2(w[2], w[3]);
@@ -456,7 +509,13 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       ptx::stmatrix_x4(ka, qp_o);
     }
   };
-  for_key_steps(wd_step);
+  wd_load(0u, kKeyUnroll == 8 ? off(0) : offk(0));
+  if constexpr (kKeyUnroll == 8) {
+    for_key_steps(wd_step);
+  } else {
+#pragma unroll kKeyUnroll
+    for (int ks = 0; ks < 8; ++ks) wd_step(ks, (ks >> 2) * 2048u, offk(ks), 0);
+  }
 
   // ---- Kr and Γ from the park into the stage (the same bytes) -----------------------------------
   if constexpr (kTo == RecordTo::kLate) {
