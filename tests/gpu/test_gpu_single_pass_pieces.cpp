@@ -4,7 +4,8 @@
 // length from the decay bound each unit either runs on the single pass (decaying gates: rounding away from
 // the two kernels, never bitwise equal to them) or, where the bound asks for more warm-up than the single
 // pass takes, falls back to the two kernels (slowly decaying channels: then bitwise equal to a run on the
-// two kernels), unit by unit, eager and under CUDA-graph replay.
+// two kernels), unit by unit, eager and under CUDA-graph replay; and once under the automatic choice
+// (KDA_SINGLE_PASS_AUTO and the planner's plan) where the pieces take two waves.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -137,6 +138,45 @@ TEST(GpuSinglePass, BoundedPiecesFallBackUnitByUnit) {
     ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
     expect_identical(one, again, name);
   }
+}
+
+// KDA_SINGLE_PASS_AUTO with the planner's own plan where its pieces take two waves (T65536_H8: 8 units x
+// 33 pieces of 125 chunks, 264 CTAs; plan.h's rule since version 41), two of the eight heads with slowly
+// decaying channels: the other heads' units run on the single pass (within rounding of the two kernels,
+// never bitwise equal to them), the slow ones fall back (bitwise the two kernels); deterministic.
+TEST(GpuSinglePass, AutomaticPiecesInTwoWavesMatchTheTwoKernels) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 1;
+  s.T = 65536;
+  s.H = s.HV = 8;
+  s.seed = 1200;
+  s.slow_every = 8;
+  s.slow_heads = 0x12;  // heads 1 and 4
+  RandomProblem one = make_random_problem(s);
+  RandomProblem two = one;
+  kda_fwd_params pa = one.params();
+  ASSERT_EQ(pa.single_pass, KDA_SINGLE_PASS_AUTO);
+  ASSERT_EQ(pa.context_split, 0);
+  ASSERT_EQ(pa.context_method, KDA_CONTEXT_AUTO);
+  ASSERT_EQ(run_on_gpu(pa).code, KDA_OK);
+  kda_fwd_params pn = two.params();
+  never(pn);
+  ASSERT_EQ(run_on_gpu(pn).code, KDA_OK);
+  const char* name = "automatic pieces in two waves, T65536 HV8, heads 1 and 4 slow";
+  const auto [dout, dstate] = distance(one, two);
+  std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
+  EXPECT_LT(dout, 5e-3) << name;
+  EXPECT_LT(dstate, 2e-3) << name;
+  for (int64_t hv = 0; hv < s.HV; ++hv) {
+    const bool slow = (s.slow_heads >> hv) & 1;
+    EXPECT_EQ(unit_identical(one, two, 0, hv), slow)
+        << name << ": head " << hv << (slow ? " must fall back to the two kernels" : " must run on the single pass");
+  }
+  RandomProblem again = two;  // (the inputs; outputs overwritten)
+  kda_fwd_params pg = again.params();
+  ASSERT_EQ(run_on_gpu(pg).code, KDA_OK);
+  expect_identical(one, again, name);
 }
 
 // Pieces in two waves on slowly decaying gates, many calls: every unit falls back, so piece 0 and the
