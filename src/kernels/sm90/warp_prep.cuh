@@ -240,8 +240,6 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   float* gamma = kTo == RecordTo::kLate ? park->gamma : reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
   uint8_t* kr_base = kTo == RecordTo::kLate ? park->kr : rec + ChunkRecord::kKrOffset;
   // Key step ks, its boxes' rows at panel byte offset pofs = (ks / 4) * 2048 plus roff = off(ks), Kr's
-  // 16-byte column cb = (2 ks) % 8 (a rolled loop passes them precomputed: for_key_steps).
-  // Key step ks, its boxes' rows at panel byte offset pofs = (ks / 4) * 2048 plus roff = off(ks), Kr's
   // 16-byte column cb = (2 ks) % 8 (a rolled loop passes them precomputed: for_key_steps). kSplitKr:
   // Kr's low part too (kr_lo: a sequence's last chunk), a separate instance so that the hot one issues
   // none of its instructions (predicated off, they took 20 of the step's 372 issue slots).
