@@ -15,9 +15,9 @@ registered=$(ctest --test-dir "$build" -N -R '^Repo/RepoGoldenCpu\.' | sed -n 's
 repo_run=$(grep '<testcase [^>]*status="run"' "$xml" | grep -c 'name="Repo/RepoGoldenCpu\.' || true)
 shared_run=$(grep '<testcase [^>]*status="run"' "$xml" | grep -c 'name="SharedGoldenCpu\.' || true)
 shared_skipped=$(grep '<testcase [^>]*status="notrun"' "$xml" | grep -c 'name="SharedGoldenCpu\.' || true)
-echo "ctest: $total tests: $run run, $skipped skipped (GPU tests without an SM90 GPU; the ../shared/golden check" \
-     "without ../shared), $failed failed"
-echo "golden-style: $repo_run in-repo golden tests ran (of $registered registered); ../shared/golden:" \
+echo "ctest: $total tests: $run run, $skipped skipped (GPU tests without an SM90 GPU; the shared golden check" \
+     "without a copy of it), $failed failed"
+echo "golden-style: $repo_run in-repo golden tests ran (of $registered registered); shared golden set:" \
      "$shared_run ran, $shared_skipped skipped"
 if [ "${registered:-0}" -lt 36 ] || [ "$repo_run" -ne "$registered" ]; then
   echo "error: the in-repo golden-style tests did not all run ($repo_run of ${registered:-0}; at least 36 expected)" >&2

@@ -1,4 +1,4 @@
-// The repository's own golden-style cases (see golden_gen.h): specs mirroring ../shared/golden,
+// The repository's own golden-style cases (see golden_gen.h): specs mirroring the shared golden set,
 // seeded inputs, float64 expected values, and the writer of the shared format.
 #include "tests/golden_gen.h"
 
@@ -92,7 +92,7 @@ HostArray array_of(kda_dtype dtype, const std::vector<int64_t>& shape, const std
   return a;
 }
 
-// Draws the inputs of `s` into `c` (shapes as in ../shared/golden).
+// Draws the inputs of `s` into `c` (shapes as in the shared golden set).
 void draw_inputs(const CaseSpec& s, GoldenCase* c) {
   std::mt19937_64 rng(s.seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -276,7 +276,7 @@ bool write_golden_index(const std::string& dir, const std::vector<std::string>& 
   if (!make_dir(dir, error)) return false;
   const std::string tol =
       "{\n \"about\": \"Pass rule of the generated cases: out <= 4e-3 and final_state <= 3e-3 relative L2 error "
-      "against the float64 recurrence, no NaN or Inf (FLA's per-case errors are measured on ../shared/golden only).\",\n"
+      "against the float64 recurrence, no NaN or Inf (FLA's per-case errors are measured on the shared golden set only).\",\n"
       " \"default\": {\"out\": 0.004, \"final_state\": 0.003},\n \"fla\": {}\n}\n";
   if (!write_text(dir + "/tolerances.json", tol, error)) return false;
   std::string index = "{\n \"cases\": [";

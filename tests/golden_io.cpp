@@ -100,7 +100,7 @@ std::string golden_dir(bool* named_by_env) {
   const char* env = std::getenv("FLASH_KDA_GOLDEN_DIR");
   const bool named = env != nullptr && env[0] != '\0';
   if (named_by_env != nullptr) *named_by_env = named;
-  return named ? std::string(env) : std::string(FLASH_KDA_SOURCE_DIR) + "/../shared/golden";
+  return named ? std::string(env) : std::string(FLASH_KDA_SOURCE_DIR) + "/.gpu_data/golden";
 }
 
 std::string repo_golden_dir() {
@@ -121,8 +121,9 @@ std::vector<std::string> shared_golden_cases(std::string* dir, std::string* skip
     if (named)
       *failure = "FLASH_KDA_GOLDEN_DIR names " + *dir + ", which has no index.json";
     else
-      *skip = "../shared/golden not found (looked for " + *dir +
-              "/index.json): the independent shared check is skipped; the in-repo cases ran";
+      *skip = "no copy of the shared golden set (looked for " + *dir +
+              "/index.json; set FLASH_KDA_GOLDEN_DIR, or scripts/prepare_gpu_data.sh --shared DIR copies it there):"
+              " the independent shared check is skipped; the in-repo cases ran";
     return {};
   }
   std::string error;

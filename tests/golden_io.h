@@ -1,5 +1,5 @@
 // Golden test vectors (format in the shared contract, docs/spec.md §3): the repository's own
-// generated cases (golden_gen.h, always there after a build) and ../shared/golden (an extra,
+// generated cases (golden_gen.h, always there after a build) and the shared golden set (an extra,
 // independent check when present): locating the folders, loading one case (meta.json + raw little-endian arrays) into host buffers, building the
 // kda_fwd_params that describe it for given buffers (host or device), and the error metrics
 // (relative L2 error, NaN/Inf check). Used by the CPU tests and the GPU tests.
@@ -43,7 +43,9 @@ struct GoldenCase {
   int64_t state_numel() const { return N * HV * V * K; }
 };
 
-// The shared golden folder: $FLASH_KDA_GOLDEN_DIR if set, else <source dir>/../shared/golden.
+// The shared golden folder (the contract's independent float64 vectors, outside the repository): a
+// copy named by $FLASH_KDA_GOLDEN_DIR if set, else <source dir>/.gpu_data/golden (git-ignored, written
+// by scripts/prepare_gpu_data.sh --shared DIR).
 // *named_by_env (optional): whether the environment named it (a missing folder is then a failure,
 // not a skip).
 std::string golden_dir(bool* named_by_env = nullptr);

@@ -4,7 +4,7 @@
 //    exist whatever the data; a case whose data is missing fails. Their expected values come from
 //    the float64 recurrence, which is itself checked against an independent transcription
 //    (tests/naive_oracle.h);
-//  - ../shared/golden (or $FLASH_KDA_GOLDEN_DIR), made independently of this project: one test per
+//  - the shared golden set (a copy: $FLASH_KDA_GOLDEN_DIR, else .gpu_data/golden), made independently of this project: one test per
 //    check runs every case listed there; skipped, with a message, when the folder is absent (a
 //    failure when FLASH_KDA_GOLDEN_DIR names a folder that is not there).
 // Checks per case:
@@ -204,7 +204,7 @@ std::string case_test_name(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Repo, RepoGoldenCpu, ::testing::ValuesIn(repo_golden_case_names()), case_test_name);
 
-// --- ../shared/golden: every case it lists, found at run time.
+// --- the shared golden set: every case it lists, found at run time.
 #define KDA_FOR_EACH_SHARED_CASE(body)                                           \
   std::string dir, skip, failure;                                                \
   const std::vector<std::string> names = shared_golden_cases(&dir, &skip, &failure); \

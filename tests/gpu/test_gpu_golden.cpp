@@ -1,6 +1,6 @@
 // The SM90 kernels against the float64 golden vectors: the repository's generated cases
 // (tests/golden_gen.h; registered from a fixed list, a failure when their data is missing) and,
-// when present, ../shared/golden (made independently; skipped with a message when absent, a
+// when a copy is present, the shared golden set (made independently; skipped with a message when absent, a
 // failure when FLASH_KDA_GOLDEN_DIR names a missing folder). Each case must meet the pass rule of
 // its tolerances.json (out <= max(4e-3, FLA), final_state <= max(3e-3, FLA); the generated cases
 // have no FLA column), with no NaN or Inf and bitwise-identical results on a second run. Also the

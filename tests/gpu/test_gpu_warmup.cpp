@@ -89,7 +89,7 @@ TEST(GpuWarmup, GoldenCasesUnderEveryMethodAndPieceCount) {
   check_every_method(dir, names, "");
 }
 
-// The independent ../shared/golden vectors (long_memory among them) under every method and forced
+// The independent shared golden vectors (long_memory among them) under every method and forced
 // piece count too; skipped with a message when absent, a failure when FLASH_KDA_GOLDEN_DIR names a
 // folder without them (shared_golden_cases, as SharedGoldenGpu).
 TEST(GpuWarmup, SharedGoldenCasesUnderEveryMethodAndPieceCount) {

@@ -17,10 +17,9 @@ def _first_dir(*candidates):
 
 
 def golden_dir():
-    """../shared/golden (an extra, independent check; a copy in .gpu_data/golden on the GPU machine),
-    or FLASH_KDA_GOLDEN_DIR; None when absent."""
+    """The shared golden set (an extra, independent check): FLASH_KDA_GOLDEN_DIR, else its copy in
+    .gpu_data/golden (scripts/prepare_gpu_data.sh --shared DIR); None when absent."""
     return _first_dir(os.environ.get("FLASH_KDA_GOLDEN_DIR"),
-                      os.path.join(_REPO, "..", "shared", "golden"),
                       os.path.join(_REPO, ".gpu_data", "golden"))
 
 

@@ -4,7 +4,7 @@ Every test module skips itself, with the reason, when torch, a CUDA device or an
 missing (see _kda_utils.skip_reason), so `pytest tests/python` passes on a machine without them.
 Data locations (first that exists):
   generated golden FLASH_KDA_REPO_GOLDEN_DIR, <repo>/build/tests/golden (made by the CMake build)
-  shared golden   FLASH_KDA_GOLDEN_DIR, <repo>/../shared/golden, <repo>/.gpu_data/golden (optional)
+  shared golden   FLASH_KDA_GOLDEN_DIR, <repo>/.gpu_data/golden (optional)
   FLA source      FLASH_KDA_FLA_DIR, <repo>/.gpu_data   (a folder holding the `fla` package)
 The FLA folder is put on sys.path here, before any test imports `fla`.
 """

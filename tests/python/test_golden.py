@@ -3,7 +3,7 @@
 - The repository's generated cases (tests/golden_gen.h, written by the CMake build into
   build/tests/golden, or FLASH_KDA_REPO_GOLDEN_DIR): every case listed there; a test that fails,
   saying how to make them, when the folder is missing.
-- ../shared/golden (or FLASH_KDA_GOLDEN_DIR, or .gpu_data/golden), made independently: every case
+- the shared golden set (FLASH_KDA_GOLDEN_DIR, or its copy in .gpu_data/golden), made independently: every case
   listed there; one skipped test, with the reason, when absent.
 
 Pass rule (the folder's tolerances.json): out_err <= max(4e-3, fla_out), state_err <= max(3e-3,
@@ -72,5 +72,5 @@ def test_shared_golden_case(case):
     if case == _MISSING:
         if os.environ.get("FLASH_KDA_GOLDEN_DIR"):
             pytest.fail(f"FLASH_KDA_GOLDEN_DIR={os.environ['FLASH_KDA_GOLDEN_DIR']} has no index.json")
-        pytest.skip("../shared/golden not found (nor .gpu_data/golden): the independent shared check is skipped")
+        pytest.skip("no copy of the shared golden set (FLASH_KDA_GOLDEN_DIR, .gpu_data/golden): the independent shared check is skipped")
     _check(_SHARED_DIR, case)
