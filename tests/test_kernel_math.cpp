@@ -1,16 +1,20 @@
 // The kernels' per-element math (src/kernels/sm90/gate_math.cuh), compiled for the host: the three
 // gate forms and beta against float64 closed forms, including arguments where a naive formula
 // overflows (the device build swaps in hardware exp2 / reciprocal; the GPU golden tests cover that).
+// Also the preparations' columns of T = (I + A)^-1 (unit_lower_inverse.h), both forms, against the
+// float64 inverse.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "reference/common.h"
 #include "src/kernels/sm90/fast_div.h"
 #include "src/kernels/sm90/gate_math.cuh"
 #include "src/kernels/sm90/kernel_params.h"
+#include "src/kernels/sm90/unit_lower_inverse.h"
 #include "src/launch/launch.h"
 
 namespace kda::test {
@@ -146,6 +150,54 @@ TEST(KernelMath, OverflowGuardsMatchTheReferenceAndStayFinite) {
 // fast_div.h: the preparation's query head hv / group by a multiply-high. Every n < 65536 (the
 // grid's y limit) with n·d < 2^32, for every divisor below 300 and a geometric sweep (d -> 2d + 1)
 // up to 65535; a division by zero-magic (d = 1) returns n.
+// Both column forms of T = (I + A)^-1 (row-major A, two FMA chains: chunk_prep_kernel; A transposed,
+// right-looking: the single pass since version 41) against the float64 inverse, column by column:
+// exactly unit lower triangular, and within float rounding of float64 on random A of the kernels'
+// magnitudes (A = b_i · (Kd·Kiᵀ)_ij with unit-norm keys: |A_ij| <= b <= 2), on all-equal keys (every
+// entry below the diagonal b) and on A = 0 (the identity, exactly).
+TEST(KernelMath, UnitLowerInverseColumnsMatchFloat64) {
+  std::mt19937 rng(16);
+  auto check = [](const std::vector<float>& A, double tol, const char* what) {
+    std::vector<double> Ad(A.begin(), A.end()), Td(256);
+    reference::unit_lower_inverse(Ad.data(), Td.data(), 16);
+    std::vector<float> At(256);
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) At[j * 16 + i] = A[i * 16 + j];
+    for (int c = 0; c < 16; ++c) {
+      float col[16], colt[16];
+      sm90::prep_detail::unit_lower_inverse_column(A.data(), 16, c, col);
+      sm90::prep_detail::unit_lower_inverse_column_t(At.data(), c, colt);
+      double num = 0, numt = 0, den = 0;
+      for (int i = 0; i < 16; ++i) {
+        if (i <= c) {
+          EXPECT_EQ(col[i], i == c ? 1.0f : 0.0f) << what << " row " << i << " column " << c;
+          EXPECT_EQ(colt[i], i == c ? 1.0f : 0.0f) << what << " (transposed) row " << i << " column " << c;
+        }
+        const double t = Td[i * 16 + c];
+        num += (col[i] - t) * (col[i] - t);
+        numt += (colt[i] - t) * (colt[i] - t);
+        den += t * t;
+      }
+      EXPECT_LE(std::sqrt(num / den), tol) << what << " column " << c;
+      EXPECT_LE(std::sqrt(numt / den), tol) << what << " (transposed) column " << c;
+    }
+  };
+  std::vector<float> A(256, 0.0f);
+  check(A, 0.0, "A = 0");
+  for (float b : {0.5f, 1.0f, 2.0f}) {
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < i; ++j) A[i * 16 + j] = b;
+    check(A, 1e-5, "all-equal keys");
+  }
+  for (int trial = 0; trial < 200; ++trial) {
+    const float b = std::uniform_real_distribution<float>(0.0f, trial % 4 == 0 ? 2.0f : 1.0f)(rng);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 16; ++j) A[i * 16 + j] = j < i ? b * u(rng) * (trial % 2 ? 1.0f : 0.25f) : 0.0f;
+    check(A, 1e-5, "random A");
+  }
+}
+
 TEST(KernelMath, FastDivisionIsExactOnTheKernelsRange) {
   int64_t checked = 0;
   for (uint32_t d = 1; d < 65536; d = d < 300 ? d + 1 : d * 2 + 1) {

@@ -1,7 +1,7 @@
 // What chunk_prep_kernel.cuh's phases are made of: element helpers (bf16 unpacking, the float
-// tile's swizzled row map, hi/lo packing, the overflow-safe L2-norm path), T's columns by forward
-// substitution, and the tensor-core products of the record's wide operands (identity fragment,
-// wide_product: X·Kd (+ Qd) over a warp's 32 key columns). Device only; the layouts are
+// tile's swizzled row map, hi/lo packing, the overflow-safe L2-norm path), T's columns (from
+// unit_lower_inverse.h), and the tensor-core products of the record's wide operands (identity
+// fragment, wide_product: X·Kd (+ Qd) over a warp's 32 key columns). Device only; the layouts are
 // chunk_record.cuh's and record_fragments.cuh's.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/gate_math.cuh"
 #include "src/kernels/sm90/record_fragments.cuh"
+#include "src/kernels/sm90/unit_lower_inverse.h"
 #include "src/ptx/mma.cuh"
 
 namespace kda::sm90 {
@@ -117,48 +118,9 @@ __device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
   }
 }
 
-// Column c (0..15) of T = (I + A)^-1 for the strictly lower 16x16 A (floats, row stride lda), by
-// forward substitution in two FMA chains (half the dependent latency): one lane per column. Both
-// preparations (prep_chunk.cuh, benchmarks/prep_warp_kernel.cuh) scale it by b_c into Tb.
-__device__ __forceinline__ void unit_lower_inverse_column(const float* A, int lda, int c, float (&col)[16]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < i; j += 2) {
-      acc0 = fmaf(-A[i * lda + j], col[j], acc0);
-      if (j + 1 < i) acc1 = fmaf(-A[i * lda + j + 1], col[j + 1], acc1);
-    }
-    col[i] = acc0 + acc1;
-  }
-}
-
-// Column c of (I + A)^-1 as unit_lower_inverse_column, A given transposed (At[16 j + i] = A[i][j], rows of
-// 16 floats, 16-byte aligned) and eliminated right-looking: once col[j] is known it is taken out of
-// every later row at once, so that the 15 steps' multiply-adds are independent of each other within a
-// step (the chain is 15 long rather than one per row's dot product), and column j of A is read as
-// float4s.
-__device__ __forceinline__ void unit_lower_inverse_column_t(const float* At, int c, float (&col)[16]) {
-  float acc[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) acc[i] = (i == c) ? 1.0f : 0.0f;
-#pragma unroll
-  for (int j = 0; j < 15; ++j) {
-    float a[16];
-#pragma unroll
-    for (int q = (j + 1) / 4; q < 4; ++q) {
-      const float4 v = reinterpret_cast<const float4*>(At + 16 * j)[q];
-      a[4 * q] = v.x;
-      a[4 * q + 1] = v.y;
-      a[4 * q + 2] = v.z;
-      a[4 * q + 3] = v.w;
-    }
-    col[j] = acc[j];
-#pragma unroll
-    for (int i = j + 1; i < 16; ++i) acc[i] = fmaf(-a[i], col[j], acc[i]);
-  }
-  col[15] = acc[15];
-}
+// Columns of T = (I + A)^-1 (unit_lower_inverse_column, unit_lower_inverse_column_t): in
+// unit_lower_inverse.h, host and device. Both preparations (prep_chunk.cuh, warp_prep.cuh) scale a
+// column by b_c into Tb.
 
 // out[:, 32w .. 32w+32) = X·Kd (+ Qd when kAddQd) for a 16x16 X given as a bf16 A fragment, Kd
 // from its bf16 tile: one pass; Qd added exactly as I·Qd_hi + I·Qd_lo; stored as bf16 in the record.
