@@ -101,10 +101,6 @@ TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
   EXPECT_EQ(again, with_dm);
 }
 
-// The Kr low parts of the final states' last updates (kernel_params.h, kr_lo): 4 KiB per (sequence,
-// value head). kda_fwd reserves them when it stores final states; the preparation that
-// kda_segment_transition leaves always holds them, so that kda_fwd_prepared finds them whatever
-// its final state.
 // The workspace size is the same whatever params.single_pass asks (design.md §3.5): with a plan that
 // splits nothing, and with bounded warm-up plans (forced here: 2 and 4 pieces; the single pass's pieces'
 // epoch and flags are reserved by every such plan, whichever path then runs).
@@ -124,6 +120,10 @@ TEST_F(CpApi, ForwardWorkspaceDoesNotDependOnTheSinglePassChoice) {
   }
 }
 
+// The Kr low parts of the final states' last updates (kernel_params.h, kr_lo): 4 KiB per (sequence,
+// value head). kda_fwd reserves them when it stores final states; the preparation that
+// kda_segment_transition leaves always holds them, so that kda_fwd_prepared finds them whatever
+// its final state.
 TEST_F(CpApi, WorkspaceHoldsTheKrLowParts) {
   const size_t per_unit = 16 * 128 * 2, units = 2 * 2;  // a [16][128] bf16 tile; B = 2 sequences x H = 2 heads
   kda_fwd_params no_state = p_;  // SetUp passes no states

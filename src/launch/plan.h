@@ -72,7 +72,7 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
   return whole_chunks && !in_place && (forced_warmup > 0 || fail_space);
 }
 
-// KDA_SINGLE_PASS_AUTO's choice (measured 2026-12-01, docs/performance_notes.md):
+// KDA_SINGLE_PASS_AUTO's choice (measured 2026-12-01 and 2026-12-02, docs/performance_notes.md):
 // - a plan that splits no sequence: when the (sequence, head) pairs fill at least 70% of the SMs (one
 //   CTA per pair prepares its own chunks: with fewer pairs the two kernels, whose preparation spreads
 //   over every SM, are faster; T8192_H96's 96 pairs on 132 SMs at parity or better, T8192_H64's 64 at
@@ -81,7 +81,8 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
 //   context_warmup_chunks automatic; a forced plan is the two kernels' unless single_pass forces it too):
 //   in its pieces (pieces_ok) when they hold at least kSinglePassMinPieceChunks chunks, in as many waves
 //   as they take. Measured 2026-12-02 with version 41's preparation, the two kernels' time against the
-//   single pass's (docs/performance_notes.md): pieces of 256 and 512 chunks in one wave (T8192_H64,
+//   single pass's (T8192_H64's and T32768_H32's two-kernel times from the 01:31 UTC call, those kernels
+//   unchanged since; docs/performance_notes.md): pieces of 256 and 512 chunks in one wave (T8192_H64,
 //   T32768_H32) 0.53 -> 0.40 and 1.03 -> 0.76 ms; of 125 in two waves (T65536_H8) 0.533 -> 0.401; of 64
 //   in one or three waves (T8192_H16_N1, T8192_H12_N4) -12% and -19%; of 47 in two (T8192_H24_N1) -16%;
 //   of 32 (T8192_H8) even; of 24 and fewer (T4096_H12_N1, T2048_H12_N1, T1024_H4_N1) 4-35% slower,

@@ -286,12 +286,7 @@ void check_graph_replay(const ProblemSpec& s, const char* what) {
   // New inputs into the same buffers, replay: equals an eager run on the new inputs.
   ProblemSpec t = s;
   t.seed = 99;
-  RandomProblem fresh = make_random_problem(t);
-  p.q = fresh.q; p.k = fresh.k; p.v = fresh.v; p.g = fresh.g; p.beta = fresh.beta; p.initial_f32 = fresh.initial_f32;
-  p.A_log = fresh.A_log; p.dt_bias = fresh.dt_bias;
-  dp.upload_inputs();
-  ASSERT_EQ(graph.replay(), cudaSuccess);
-  dp.download_outputs();
+  RandomProblem fresh = replay_on_fresh_inputs(p, dp, graph, t);
   ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
   expect_identical(p, fresh, (std::string(what) + ": graph replay on new inputs vs eager").c_str());
 }

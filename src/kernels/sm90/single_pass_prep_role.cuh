@@ -93,8 +93,8 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
       dead = __shfl_sync(0xffffffffu, raised, 0) != 0;
       return dead;
     };
-    // The chunk's ring step r (r = j but for bounded pieces: j - skip), or < 0: not handed over;
-    // `stop`: the piece falls back.
+    // The chunk's ring step r (r = j but for bounded pieces: j - the dropped candidates), or < 0: not
+    // handed over; `stop`: the piece falls back.
     int r = j;
     bool stop = false;
     auto acquire = [&]() -> uint8_t* {
@@ -106,9 +106,9 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
           __syncwarp();
           if (lane == 0) ptx::mbar_arrive(&st.decide);
         }
-        const int skip = decide_warmup(st);
-        stop = skip < 0;
-        r = j - skip;
+        const int dropped = decide_warmup(st);  // candidates not needed (-1: the piece falls back)
+        stop = dropped < 0;
+        r = j - dropped;
         if (stop || r < 0) return nullptr;
       }
       const int s = r % kRing, slot = r % kSlots;
@@ -130,11 +130,11 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
         // bring the next sequence's tokens in a packed batch), landed before lane 0's arrival.
 #pragma unroll
         for (int m = 0; m < 8; ++m) {
-          const int k = lane + 32 * m, w = k / 128, j = (k / 8) % 16, q = k % 8;  // half, token, 8 rows
-          const bool valid = j < cc.len;
-          const uint16_t* src = p.v + cc.seq * p.v_st.b + static_cast<int64_t>(cc.tok0 + (valid ? j : 0)) * p.v_st.t +
-                                hv * p.v_st.h + 64 * w + 8 * q;
-          ptx::cp_async_16_zfill(st.stage[s].vt[w].bytes + L::VtTile::offset(j, 8 * q), src, valid);
+          const int k = lane + 32 * m, half = k / 128, tok = (k / 8) % 16, r8 = k % 8;  // half, token, 8 rows
+          const bool valid = tok < cc.len;
+          const uint16_t* src = p.v + cc.seq * p.v_st.b + static_cast<int64_t>(cc.tok0 + (valid ? tok : 0)) * p.v_st.t +
+                                hv * p.v_st.h + 64 * half + 8 * r8;
+          ptx::cp_async_16_zfill(st.stage[s].vt[half].bytes + L::VtTile::offset(tok, 8 * r8), src, valid);
         }
         ptx::cp_async_commit();
         ptx::cp_async_wait_group<0>();
