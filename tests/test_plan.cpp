@@ -95,6 +95,56 @@ TEST(SinglePassPlan, PiecesOnWholeChunksOutOfPlaceWithFlagsOrAForcedWarmup) {
   EXPECT_EQ(single_pass_pieces(plan(512, 256), true, 512), 1);
 }
 
+TEST(SinglePassPlan, OwnPiecesWhereWholeSequencesLeaveAWaveHalfEmpty) {
+  // The two kernels run these in one pass; the single pass, one CTA per pair, cuts the sequences itself
+  // where its pieces in several waves beat whole sequences by 10% under the model (plan.h).
+  EXPECT_EQ(plan(96, 512).method, SplitMethod::kNone);
+  EXPECT_EQ(plan(96, 512).single_pass_pieces, 4);   // T8192_H96: 384 CTAs of 128 chunks in three waves
+  EXPECT_EQ(plan(96, 256).single_pass_pieces, 4);   // T4096_H96 (the GPU test's shape)
+  EXPECT_EQ(plan(96, 1024).single_pass_pieces, 4);  // T16384_H96
+  EXPECT_EQ(plan(96, 128).single_pass_pieces, 1);   // T2048_H96: 32-chunk pieces are too short
+  EXPECT_EQ(plan(128, 1024).single_pass_pieces, 1); // T16384_H16_N8: whole sequences fill the SMs
+  EXPECT_EQ(plan(512, 256).single_pass_pieces, 1);  // B16_T4096_H32
+  EXPECT_EQ(plan(2048, 32).single_pass_pieces, 1);  // B64_T512_H32
+  EXPECT_EQ(plan(112, 512).single_pass_pieces, 1);  // 85% of the SMs busy: not worth the pieces
+  // The model itself: four pieces of 128 chunks (plus the overhead) in three waves, the last 120 of 132
+  // CTAs, against 512 steps at 96 of 132 SMs busy.
+  const double four = (128 + kSinglePassPieceOverhead) * (2 + kSinglePassIdleStep + (1 - kSinglePassIdleStep) * 120.0 / 132);
+  EXPECT_NEAR(single_pass_cost(96, 512, kH200, 4), four, 1e-9);
+  EXPECT_NEAR(single_pass_cost(96, 512, kH200, 1), 512 * (kSinglePassIdleStep + (1 - kSinglePassIdleStep) * 96.0 / 132),
+              1e-9);
+  EXPECT_NEAR(single_pass_cost(132, 512, kH200, 1), 512.0, 1e-9);
+  // Not where the single pass would not take whole sequences (< 70% of the SMs: the warm-up plans'
+  // pieces), nor for forced or exact plans, nor without the decay bound.
+  EXPECT_EQ(single_pass_split(92, 512, kH200), 1);
+  EXPECT_EQ(plan(64, 512).single_pass_pieces, 1);
+  EXPECT_EQ(plan(96, 512, 1).single_pass_pieces, 1);
+  EXPECT_EQ(plan(96, 512, 0, KDA_CONTEXT_EXACT).single_pass_pieces, 1);
+  EXPECT_EQ(plan(96, 512, 0, KDA_CONTEXT_WARMUP).single_pass_pieces, 1);
+  EXPECT_EQ(plan(96, 512, 0, KDA_CONTEXT_AUTO, false).single_pass_pieces, 1);
+  // Over many shapes: a split is always pieces of at least kSinglePassMinPieceChunks chunks, at most
+  // kSinglePassMaxPieces of them, and 10% faster than whole sequences under the model.
+  int splits = 0;
+  for (int64_t units = 1; units <= 600; units += 7)
+    for (int64_t chunks = 1; chunks <= 4096; chunks = chunks * 5 / 4 + 1) {
+      const int P = single_pass_split(units, chunks, kH200);
+      if (P == 1) continue;
+      ++splits;
+      EXPECT_GE(units * 10, int64_t{kH200} * 7) << units << " x " << chunks;
+      EXPECT_LE(P, kSinglePassMaxPieces);
+      EXPECT_GE((chunks + P - 1) / P, kSinglePassMinPieceChunks) << units << " x " << chunks;
+      EXPECT_LT(single_pass_cost(units, chunks, kH200, P), kSinglePassPiecesGain * single_pass_cost(units, chunks, kH200, 1))
+          << units << " x " << chunks;
+    }
+  EXPECT_GT(splits, 10);
+  // Taken by the launcher only where pieces are allowed and the warm-up length is automatic.
+  const RecurrencePlan p = plan(96, 512);
+  EXPECT_TRUE(single_pass_auto(96, kH200, p, 512, true));
+  EXPECT_EQ(single_pass_pieces(p, true, 96), 4);
+  EXPECT_EQ(single_pass_pieces(p, false, 96), 1);
+  EXPECT_EQ(single_pass_pieces(p, true, 96, false), 1);
+}
+
 TEST(SinglePassPlan, GarbageOfOneRepeatedByteIsNoFlagOfItsOwnEpoch) {
   // A workspace's first call (fresh or poisoned memory): the epoch word and the flag words hold the same
   // garbage; none may read as "fell back" in that epoch (single_pass_fallback.cuh), nor as any flag.

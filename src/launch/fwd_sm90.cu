@@ -156,11 +156,14 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
     w.deferred = align256(w.total);
     w.total = sat_add(w.deferred, sat_mul(sat_size(pr.N * pr.HV), kMaxFinalStateBytes));
   }
-  if (warm) {  // the single pass's pieces' epoch and flags (single_pass_fallback.cuh; reserved for prepared
-              // calls too, which never use them, so that a transition's workspace still covers kda_fwd's)
+  // The single pass's pieces' epoch and flags (single_pass_fallback.cuh): a warm-up plan's pieces, or a
+  // one-pass plan's single_pass_pieces (plan.h). Reserved for prepared calls too, which never use them,
+  // so that a transition's workspace still covers kda_fwd's.
+  const int sp_pieces = warm ? plan.pieces : plan.method == SplitMethod::kNone ? plan.single_pass_pieces : 1;
+  if (warm || sp_pieces > 1) {
     w.piece_fail = align256(w.total);
     w.total = sat_add(w.piece_fail,
-                      sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(plan.pieces)), 1), sizeof(uint64_t)));
+                      sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(sp_pieces)), 1), sizeof(uint64_t)));
   }
   if (uses_tail(plan, prepared)) {  // the tail's counters (kernel_params.h)
     w.tail = align256(w.total);
@@ -424,6 +427,11 @@ size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
 
 size_t fwd_prepared_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
   return workspace_layout(pr, plan, true).total;
+}
+
+const uint64_t* single_pass_flags(const Problem& pr, const RecurrencePlan& plan, const void* workspace) {
+  const size_t at = workspace_layout(pr, plan, false).piece_fail;
+  return at == 0 ? nullptr : reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(workspace) + at);
 }
 
 namespace {

@@ -19,6 +19,11 @@ RecurrencePlan fwd_plan(const Problem& problem);
 // API layer reports "sizes too large").
 size_t fwd_workspace_bytes(const Problem& problem, const RecurrencePlan& plan);
 
+// Where a kda_fwd workspace of `problem` under `plan` keeps the single pass's epoch word and then its
+// pieces' flags ([pieces][N*HV] 64-bit words, single_pass_fallback.cuh), or null when it has none (for
+// tests: which pieces ran and which fell back).
+const uint64_t* single_pass_flags(const Problem& problem, const RecurrencePlan& plan, const void* workspace);
+
 // Enqueues the forward pass on `stream`. Preconditions: `problem` validated for the device, the
 // current device is SM90, `plan` = fwd_plan(problem), `workspace` holds fwd_workspace_bytes(problem,
 // plan) bytes, 256-byte aligned.
@@ -57,8 +62,9 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
 
 // ---- The single pass (single_pass_sm90.cu; docs/design.md §3.5) ----
 
-// What maybe_single_pass launched: nothing, the whole call, or bounded pieces whose units may have
-// fallen back (`piece_fail` not null: the caller runs the two-kernel path on the units with a flag
+// What maybe_single_pass launched: nothing, the whole call (whole sequences, or a one-pass plan's
+// pieces followed by their whole-sequence fallback), or a warm-up plan's bounded pieces whose units may
+// have fallen back (`piece_fail` not null: the caller runs the two-kernel path on the units with a flag
 // set, single_pass_fallback.cuh).
 struct SinglePassLaunch {
   bool launched = false;
@@ -70,8 +76,8 @@ struct SinglePassLaunch {
 // Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO
 // the plan: no sequence parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded
 // warm-up plan whose pieces are long enough, plan.h), and if so its launch. `fail_space`: the
-// workspace's room for the pieces' epoch and flags (1 + plan.pieces x N*HV 64-bit words), or null (no
-// pieces with the bounded warm-up then). KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error
+// workspace's room for the pieces' epoch and flags (1 + pieces x N*HV 64-bit words, the pieces of
+// single_pass_pieces), or null (no pieces with the bounded warm-up then). KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error
 // naming the reason, before anything is launched.
 kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream,
                              SinglePassLaunch* out);

@@ -197,6 +197,34 @@ int64_t second_pass_slots(const RecurrencePlan& p) {
   return p.method == SplitMethod::kNone || p.segments < 2 ? 0 : static_cast<int64_t>(p.vsplit_second) * (p.segments - 1);
 }
 
+double single_pass_cost(int64_t units, int64_t chunks, int sms, int pieces) {
+  sms = std::max(sms, 1);
+  pieces = std::max(pieces, 1);
+  const double chain =
+      static_cast<double>((chunks + pieces - 1) / pieces) + (pieces > 1 ? kSinglePassPieceOverhead : 0.0);
+  const int64_t ctas = std::max<int64_t>(units, 1) * pieces;
+  const int64_t full = ctas / sms, rest = ctas % sms;
+  const double last = rest == 0 ? 0.0
+                                : kSinglePassIdleStep + (1.0 - kSinglePassIdleStep) * static_cast<double>(rest) / sms;
+  return chain * (static_cast<double>(full) + last);
+}
+
+int single_pass_split(int64_t units, int64_t chunks, int sms) {
+  if (units * kSinglePassFillDen < int64_t{std::max(sms, 1)} * kSinglePassFillNum) return 1;  // (not whole)
+  const double whole = single_pass_cost(units, chunks, sms, 1);
+  int best = 1;
+  double best_cost = kSinglePassPiecesGain * whole;
+  for (int P = 2; P <= kSinglePassMaxPieces && (chunks + P - 1) / P >= kSinglePassMinPieceChunks; ++P) {
+    if (units * P > 0x7fffffff) break;
+    const double c = single_pass_cost(units, chunks, sms, P);
+    if (c < best_cost) {
+      best = P;
+      best_cost = c;
+    }
+  }
+  return best;
+}
+
 RecurrencePlan plan_recurrence(const PlanRequest& r) {
   const int sms = std::max(r.sms, 1);
   const int64_t units = std::max<int64_t>(r.units, 1);
@@ -215,8 +243,13 @@ RecurrencePlan plan_recurrence(const PlanRequest& r) {
   }
   // Sequence parallelism only where the one-pass plan leaves SMs idle (a full grid gains nothing
   // from extra chains); several waves of CTAs are allowed (measured: T = 65536, H = 8 runs faster
-  // with 17 segments in two waves than with 9 in one).
-  if (units * 2 > sms) return whole;
+  // with 17 segments in two waves than with 9 in one). The single pass, one CTA per pair, may still
+  // cut the sequences (its own bounded pieces, plan.h's single_pass_split).
+  if (units * 2 > sms) {
+    RecurrencePlan w = whole;
+    if (warm && r.method == KDA_CONTEXT_AUTO) w.single_pass_pieces = single_pass_split(units, chunks, sms);
+    return w;
+  }
   const ExactTable table(units, chunks, sms, 0);
   RecurrencePlan best = table.best(-1, whole);
   if (best.cost_us >= kRequiredGain * whole.cost_us) best = whole;

@@ -39,6 +39,10 @@ struct RecurrencePlan {
   int vsplit_second = 1;  // slices of pass 2 (segments > 1)
   double cost_us = 0;     // the model's estimate of the recurrence (kWarmup: when no unit falls back)
   double fallback_cost_us = 0;  // kWarmup: when every unit falls back
+  // kNone, chosen by the planner (automatic, the decay bound valid): the pieces per sequence of the
+  // single pass when it runs this plan (single_pass_split below; 1: whole sequences). Its fallback is
+  // the whole-sequence single pass on the units whose pieces fell back, not the two kernels.
+  int single_pass_pieces = 1;
 };
 
 struct PlanRequest {
@@ -100,11 +104,33 @@ inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan,
          (chunks + plan.pieces - 1) / plan.pieces >= kSinglePassMinPieceChunks;
 }
 
-// Pieces per sequence of a single-pass launch: the plan's pieces for a bounded warm-up plan where
-// pieces_ok, as long as the grid stays within 2^31 - 1 CTAs; else 1 (whole sequences).
-inline int single_pass_pieces(const RecurrencePlan& plan, bool pieces_ok, int64_t units) {
-  if (plan.method != SplitMethod::kWarmup || !pieces_ok || plan.pieces < 2) return 1;
-  return units * plan.pieces > 0x7fffffff ? 1 : plan.pieces;
+// The single pass's own pieces for a problem the two-kernel planner runs in one pass (with at least as
+// many pairs as kSinglePassFillNum / kSinglePassFillDen of the SMs, where the single pass takes whole
+// sequences): P >= 2 when P pieces of at least kSinglePassMinPieceChunks chunks, in as many waves as
+// they take, beat the whole sequences by kSinglePassPiecesGain under the model below; else 1. Model
+// (fitted 2026-12-02 to T8192_H96's whole sequences and 3, 4 and 6 pieces, docs/performance_notes.md
+// "The single pass's own pieces"): each wave of CTAs costs its chain, ceil(C / P) chunks plus
+// kSinglePassPieceOverhead for pieces (the candidates' preparation, the warm-up, the ring's fill and
+// the fallback's launch), in steps that are shorter where the wave leaves SMs idle (a step on a full
+// wave 1, on an empty one kSinglePassIdleStep). Where a piece falls back (slowly decaying gates), its
+// unit runs whole in a second single-pass launch: the attempt is the price, not the two kernels.
+inline constexpr double kSinglePassPieceOverhead = 5.0;
+inline constexpr double kSinglePassIdleStep = 0.65;
+inline constexpr double kSinglePassPiecesGain = 0.9;
+inline constexpr int kSinglePassMaxPieces = 16;
+double single_pass_cost(int64_t units, int64_t chunks, int sms, int pieces);
+int single_pass_split(int64_t units, int64_t chunks, int sms);
+
+// Pieces per sequence of a single-pass launch where pieces_ok: a bounded warm-up plan's pieces (their
+// fallback the two kernels), or, on a planned one-pass plan (`planned`: the warm-up length automatic),
+// its single_pass_pieces (their fallback the whole-sequence single pass); 1 (whole sequences) otherwise
+// or where the grid would exceed 2^31 - 1 CTAs.
+inline int single_pass_pieces(const RecurrencePlan& plan, bool pieces_ok, int64_t units, bool planned = true) {
+  const int pieces = plan.method == SplitMethod::kWarmup                ? plan.pieces
+                     : plan.method == SplitMethod::kNone && planned ? plan.single_pass_pieces
+                                                                    : 1;
+  if (!pieces_ok || pieces < 2) return 1;
+  return units * pieces > 0x7fffffff ? 1 : pieces;
 }
 
 // Float32 workspace of the exact combine: (P-1) states and max(P-2, 0) transitions of 128 x 128 per

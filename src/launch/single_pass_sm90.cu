@@ -90,8 +90,9 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint
   sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   sp.HV = static_cast<int32_t>(pr.HV);
   sp.units = static_cast<int32_t>(pr.N * pr.HV);
-  // Pieces (plan.h): with the bounded warm-up their flags go to fail_space.
-  sp.pieces = single_pass_pieces(plan, pieces_ok, sp.units);
+  // Pieces (plan.h): with the bounded warm-up their flags go to fail_space. A one-pass plan's pieces fall
+  // back to this kernel on whole sequences (`redo`, launched below), a warm-up plan's to the two kernels.
+  sp.pieces = single_pass_pieces(plan, pieces_ok, sp.units, planned);
   sp.forced_warmup = a.context_warmup_chunks;
   const bool bounded = sp.pieces > 1 && sp.forced_warmup == 0;
   sp.epoch = bounded ? fail_space : nullptr;  // (its first word; the flags after it)
@@ -103,9 +104,21 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint
                        : partial     ? launch_kernel_for<true, false>(grid, sp, qmap, kmap, gmap, vmap, stream)
                                      : launch_kernel_for<false, false>(grid, sp, qmap, kmap, gmap, vmap, stream);
   out->launched = s.code == KDA_OK;
-  out->piece_fail = out->launched ? sp.piece_fail : nullptr;
-  out->epoch = out->launched && sp.epoch != nullptr ? fail_space : nullptr;  // (bounded pieces only)
   out->pieces = sp.pieces;
+  if (!out->launched) return s;
+  if (bounded && plan.method == SplitMethod::kNone) {  // the whole-sequence fallback (single_pass_fallback.cuh)
+    SinglePassParams redo = sp;
+    redo.pieces = 1;
+    redo.piece_fail = nullptr;
+    redo.epoch = nullptr;
+    redo.redo_fail = sp.piece_fail;
+    redo.redo_epoch = fail_space;
+    redo.redo_pieces = sp.pieces;
+    return launch_kernel_for<false, false>(dim3(static_cast<unsigned>(sp.units)), redo, qmap, kmap, gmap, vmap,
+                                           stream);  // (nothing left for the two kernels: piece_fail null)
+  }
+  out->piece_fail = sp.piece_fail;
+  out->epoch = sp.epoch != nullptr ? fail_space : nullptr;  // (bounded pieces only)
   return s;
 }
 

@@ -4,8 +4,9 @@
 // length from the decay bound each unit either runs on the single pass (decaying gates: rounding away from
 // the two kernels, never bitwise equal to them) or, where the bound asks for more warm-up than the single
 // pass takes, falls back to the two kernels (slowly decaying channels: then bitwise equal to a run on the
-// two kernels), unit by unit, eager and under CUDA-graph replay; and once under the automatic choice
-// (KDA_SINGLE_PASS_AUTO and the planner's plan) where the pieces take two waves.
+// two kernels), unit by unit, eager and under CUDA-graph replay; and under the automatic choice
+// (KDA_SINGLE_PASS_AUTO and the planner's plan): a warm-up plan's pieces in two waves, and a one-pass
+// plan's own pieces, whose units fall back to the single pass on whole sequences.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -18,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/api/problem.h"
+#include "src/launch/launch.h"
 #include "tests/golden_io.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/single_pass_checks.h"
@@ -244,6 +247,109 @@ TEST(GpuSinglePass, BoundedPiecesUnderGraphReplay) {
     const char* what = spec == &slow ? "single pass graph replay, slow head 1" : "single pass graph replay, fast gates";
     expect_close(what, e, 5e-3, 4e-3);
     expect_identical(p, eager, what);
+  }
+}
+
+// KDA_SINGLE_PASS_AUTO on a problem the two kernels' planner runs in one pass while the single pass cuts
+// it itself (plan.h's single_pass_split: T4096 with 96 value heads, 4 pieces of 64 chunks, 384 CTAs in
+// three waves on 132 SMs), heads 3, 40 and 67 with slowly decaying channels. The pieces' flags in the
+// workspace show what ran: every piece of the other heads' units decided with this call's epoch and ran,
+// and a piece of each slow unit fell back; the slow units' outputs are then bitwise those of a forced
+// whole-sequence single-pass run (their fallback), not the two kernels'. (The pieces that ran agree with
+// whole sequences to rounding; on these gates, whose dropped part is below float32 rounding, they were
+// bitwise equal too, so only the flags tell the pieces apart.) Deterministic; and a graph captured from
+// a poisoned workspace, replayed on slow and then fast gates, equals eager runs (the fallback's launch
+// finds its units and advances the epoch).
+TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec fast;
+  fast.B = 1;
+  fast.T = 4096;
+  fast.H = fast.HV = 96;
+  fast.seed = 1300;
+  ProblemSpec slow = fast;
+  slow.slow_every = 8;
+  slow.slow_heads = (uint64_t{1} << 3) | (uint64_t{1} << 40);  // heads 3, 40 and 67 (bit hv % 64)
+  slow.seed = 1301;
+  auto is_slow = [&](int64_t hv) { return ((slow.slow_heads >> (hv % 64)) & 1) != 0; };
+  const char* name = "own pieces, T4096 HV96, heads 3, 40, 67 slow";
+
+  RandomProblem one = make_random_problem(slow);
+  RandomProblem whole = one, two = one;
+  kda_fwd_params pa = one.params();
+  ASSERT_EQ(pa.single_pass, KDA_SINGLE_PASS_AUTO);
+  Problem pr;
+  ASSERT_EQ(validate(&pa, ValidateMode::kHost, &pr).code, KDA_OK);
+  const sm90::RecurrencePlan plan = sm90::fwd_plan(pr);
+  if (plan.method != sm90::SplitMethod::kNone || plan.single_pass_pieces < 2)
+    GTEST_SKIP() << "on this GPU's SM count the planner does not cut T4096 x 96 heads for the single pass";
+  const int pieces = plan.single_pass_pieces;
+  std::printf("[ single  ] %s: the single pass in %d pieces\n", name, pieces);
+  {
+    DeviceProblem dp(pa);
+    dp.params().single_pass = KDA_SINGLE_PASS_AUTO;  // (whatever FLASH_KDA_TEST_SINGLE_PASS says)
+    dp.poison_workspace(0xff);
+    const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), nullptr);
+    ASSERT_EQ(st.code, KDA_OK) << st.message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    dp.download_outputs();
+    const uint64_t* at = sm90::single_pass_flags(pr, plan, dp.workspace());
+    ASSERT_NE(at, nullptr);
+    std::vector<uint64_t> words(1 + static_cast<size_t>(pieces * slow.HV));
+    ASSERT_EQ(cudaMemcpy(words.data(), at, words.size() * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    const uint64_t epoch = words[0] - 1;  // (the call's: its fallback launch advanced it once)
+    for (int64_t hv = 0; hv < slow.HV; ++hv) {
+      int fell = 0, ran = 0;
+      for (int piece = 0; piece < pieces; ++piece) {
+        const uint64_t w = words[1 + piece * slow.HV + hv];
+        fell += w == sm90::piece_word(epoch, true);
+        ran += w == sm90::piece_word(epoch, false);
+      }
+      if (is_slow(hv))
+        EXPECT_GE(fell, 1) << name << ": head " << hv << " must fall back";
+      else
+        EXPECT_EQ(ran, pieces) << name << ": every piece of head " << hv << " must run";
+    }
+  }
+  kda_fwd_params pw = whole.params();
+  always(pw);
+  pw.context_split = 1;  // whole sequences
+  ASSERT_EQ(run_on_gpu(pw).code, KDA_OK);
+  kda_fwd_params pn = two.params();
+  never(pn);
+  ASSERT_EQ(run_on_gpu(pn).code, KDA_OK);
+  const auto [dout, dstate] = distance(one, whole);
+  const auto [nout, nstate] = distance(one, two);
+  std::printf("[ single  ] %s: out %.3e, state %.3e from whole sequences; %.3e, %.3e from the two kernels\n", name,
+              dout, dstate, nout, nstate);
+  EXPECT_LT(dout, 5e-3) << name;
+  EXPECT_LT(dstate, 2e-3) << name;
+  EXPECT_LT(nout, 5e-3) << name;
+  EXPECT_LT(nstate, 2e-3) << name;
+  for (int64_t hv = 0; hv < slow.HV; ++hv)
+    if (is_slow(hv)) {
+      EXPECT_TRUE(unit_identical(one, whole, 0, hv)) << name << ": head " << hv << " must run whole";
+      EXPECT_FALSE(unit_identical(one, two, 0, hv)) << name << ": head " << hv << " ran on the two kernels";
+    }
+  RandomProblem again = whole;  // (the inputs; outputs overwritten)
+  kda_fwd_params pg = again.params();
+  pg.single_pass = KDA_SINGLE_PASS_AUTO;
+  ASSERT_EQ(run_on_gpu(pg).code, KDA_OK);
+  expect_identical(one, again, name);
+
+  // Under graph replay: captured on decaying gates from a poisoned workspace, replayed on the slow
+  // inputs and back on decaying ones.
+  RandomProblem p = make_random_problem(fast);
+  DeviceProblem dp(p.params());
+  dp.poison_workspace(0xff);
+  CapturedFwd graph(dp);
+  ASSERT_EQ(graph.error(), "");
+  ASSERT_EQ(graph.status().code, KDA_OK) << graph.status().message;
+  for (const ProblemSpec* spec : {&slow, &fast}) {
+    RandomProblem eager = replay_on_fresh_inputs(p, dp, graph, *spec);
+    ASSERT_EQ(run_on_gpu(eager.params()).code, KDA_OK);
+    expect_identical(p, eager, spec == &slow ? "own pieces, graph replay on slow heads vs eager"
+                                             : "own pieces, graph replay on decaying gates vs eager");
   }
 }
 

@@ -189,6 +189,13 @@ struct SinglePassParams {
   int32_t pieces, forced_warmup;
   uint64_t* piece_fail;
   const uint64_t* epoch;
+  // The whole-sequence fallback of bounded pieces (whole sequences only, pieces = 1; a one-pass plan's
+  // single_pass_pieces, plan.h): launched after the pieces' grid, this launch runs only the units for
+  // which one of redo_pieces pieces set its flag in redo_fail ([redo_pieces][units]) and advances
+  // *redo_epoch (CTA 0) for the next call. Null: every unit (an ordinary launch).
+  const uint64_t* redo_fail;
+  uint64_t* redo_epoch;
+  int32_t redo_pieces;
 };
 
 // deferred_final_kernel (deferred_final_kernel.cuh): the final states pass 1 of an in-place

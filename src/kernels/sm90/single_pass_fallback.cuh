@@ -1,13 +1,14 @@
 // The single pass's fallback (docs/design.md §3.5). With bounded pieces, a piece whose warm-up the
 // decay bound does not allow within kSinglePassWarmupCap chunks computes nothing and sets its flag; the
-// launcher then runs the two-kernel path (the preparation and the warm-up plan's recurrence, with its
-// own exact fallback) on the units with a flag set, and on no other (PrepParams::sp_fail,
-// RecurrenceParams::sp_fail).
+// launcher then runs, on the units with a flag set and on no other, either the two-kernel path (a
+// warm-up plan's pieces: the preparation and that plan's recurrence, with its own exact fallback;
+// PrepParams::sp_fail, RecurrenceParams::sp_fail) or the single pass on whole sequences (a one-pass
+// plan's single_pass_pieces, plan.h: SinglePassParams::redo_fail, whose CTA 0 advances the epoch).
 //
 // The flags (SinglePassParams::piece_fail, [pieces][units] 64-bit words) need no zeroing: every
 // piece's CTA writes its own on every call, piece_word(epoch, fell back) (kernel_params.h): piece 0 and
 // empty pieces, which never fall back, at their start, the others once decided. The epoch is a word of
-// the workspace that the fallback's preparation (launched after every such grid) advances, so that each
+// the workspace that the fallback's first kernel (launched after every such grid) advances, so that each
 // call, eager or a graph replay, has its own. The fallback's kernels run after the single pass's grid is
 // complete and read the low bits. While the grid runs, the other pieces of a unit poll the words
 // (poll_piece_word, polled_fell_back) and stop computing once one says, with this call's epoch, that the

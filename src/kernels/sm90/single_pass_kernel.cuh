@@ -1,8 +1,9 @@
 // single_pass_kernel: the forward pass in one launch and without the chunk record in global memory
 // (issue 10; docs/design.md §3.5). One CTA per (sequence, value head), or per (piece, sequence, value
 // head) in the kPieces instance (sequence parallelism by the bounded warm-up: the candidates' decay
-// bounds decide each piece's warm-up, a unit that needs more falls back to the two kernels after the
-// grid, single_pass_fallback.cuh; or a forced warm-up, testing only):
+// bounds decide each piece's warm-up, a unit that needs more falls back after the grid, to the two
+// kernels or to this kernel's whole-sequence instance, single_pass_fallback.cuh; or a forced warm-up,
+// testing only):
 //
 //   eight preparation warps   warp w prepares chunks w, w + 8, ... (single_pass_prep_role.cuh, over
 //                             warp_prep.cuh's RecordTo::kLate):
@@ -88,7 +89,8 @@ __device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
 }
 
 // kPieces: sequences cut into p.pieces pieces, bounded (p.piece_fail set) or with a forced warm-up
-// (testing and measuring only; SinglePassParams::pieces); false: whole sequences (p.pieces = 1).
+// (testing and measuring only; SinglePassParams::pieces); false: whole sequences (p.pieces = 1), all
+// of them or, as the fallback of bounded pieces (p.redo_fail set), those whose pieces fell back.
 template <bool kPartial, bool kPieces = false>
 __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     single_pass_kernel(const __grid_constant__ SinglePassParams p, const __grid_constant__ CUtensorMap qmap,
@@ -135,6 +137,10 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // dependent launch); a dependent of this kernel waits for all of it in turn.
   ptx::wait_primary();
   ptx::launch_dependents();
+  if (!kPieces && p.redo_fail != nullptr) {  // the pieces' whole-sequence fallback: only their failed units
+    if (blockIdx.x == 0 && threadIdx.x == 0) *p.redo_epoch += 1;
+    if (!single_pass_fell_back(p.redo_fail, p.redo_pieces, p.units, unit0)) return;  // (the same in every thread)
+  }
   if (p.pp.seq.cu_seqlens != nullptr && p.pp.seq.N <= kLongestFirstMax) seq = longest_first(p.pp.seq, seq);
   __shared__ int32_t cta_seq;
   if (threadIdx.x == 0) cta_seq = seq;  // (read after the barrier below)
@@ -148,7 +154,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       // Piece 0 and empty pieces never fall back: their flag word at once (single_pass_fallback.cuh).
       if (p.piece_fail != nullptr && threadIdx.x == 0) {
         st.abort = 0;
-        st.epoch = *p.epoch;  // (this call's: the fallback's preparation advances it after the grid)
+        st.epoch = *p.epoch;  // (this call's: the fallback's first kernel advances it after the grid)
         if (piece == 0 || c0 >= nchunks) ptx::st_relaxed(p.piece_fail + blockIdx.x, piece_word(st.epoch, false));
       }
       if (c0 >= nchunks && piece != 0) return;  // an empty piece (every thread: no barrier met yet)
