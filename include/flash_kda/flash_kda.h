@@ -101,9 +101,10 @@ typedef enum kda_context_method {
    recurrence (two kernels, sequence parallelism). */
 typedef enum kda_single_pass {
   KDA_SINGLE_PASS_AUTO = 0,   /* the single pass where it takes the problem and is faster on this GPU
-                                 (on decaying gates: with few (sequence, head) pairs it runs sequence
-                                 pieces that fall back to the two kernels where gates decay slowly,
-                                 1.15-1.25x the two kernels' time there; README.md) */
+                                 (on decaying gates: it may cut sequences into pieces; where gates
+                                 decay slowly a (sequence, head) then falls back, with few pairs to
+                                 the two kernels, 1.15-1.25x their time there, with pairs for most of
+                                 the SMs to the single pass on whole sequences, 1.13-1.19x; README.md) */
   KDA_SINGLE_PASS_NEVER = 1,  /* always the two kernels */
   KDA_SINGLE_PASS_ALWAYS = 2  /* always the single pass; KDA_ERROR_UNSUPPORTED where it does not take
                                  the problem (a gate other than BOUNDED, g not bf16, q, k, g or v
