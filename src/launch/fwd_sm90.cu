@@ -7,8 +7,9 @@
 // one final state per unit for in-place calls (deferred_final_kernel.cuh). kda_fwd_prepared finds the
 // records and bounds where kda_segment_transition's preparation left them (cp_sm90.cu). Calls that the
 // single pass takes whole (single_pass_sm90.cu, decided first in run_fwd) launch only single_pass_kernel and
-// use none of the workspace; in bounded pieces it writes its flags to the workspace and the two-kernel
-// path below follows for the units it flagged (single_pass_fallback.cuh). Otherwise, launches on the
+// use none of the workspace; in bounded pieces it writes its flags to the workspace, and for the units it
+// flagged the two-kernel path below follows (a warm-up plan's pieces) or single_pass_sm90.cu launches it
+// again on whole sequences (a one-pass plan's own pieces; single_pass_fallback.cuh). Otherwise, launches on the
 // caller's stream: chunk_prep_kernel (token-parallel) writes the records;
 // chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
 // in two passes around context_combine_kernel (in place, a bounded warm-up's pass 1 is followed by
@@ -159,7 +160,7 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   // The single pass's pieces' epoch and flags (single_pass_fallback.cuh): a warm-up plan's pieces, or a
   // one-pass plan's single_pass_pieces (plan.h). Reserved for prepared calls too, which never use them,
   // so that a transition's workspace still covers kda_fwd's.
-  const int sp_pieces = warm ? plan.pieces : plan.method == SplitMethod::kNone ? plan.single_pass_pieces : 1;
+  const int sp_pieces = plan_single_pass_pieces(plan);
   if (warm || sp_pieces > 1) {
     w.piece_fail = align256(w.total);
     w.total = sat_add(w.piece_fail,

@@ -210,7 +210,7 @@ double single_pass_cost(int64_t units, int64_t chunks, int sms, int pieces) {
 }
 
 int single_pass_split(int64_t units, int64_t chunks, int sms) {
-  if (units * kSinglePassFillDen < int64_t{std::max(sms, 1)} * kSinglePassFillNum) return 1;  // (not whole)
+  if (!single_pass_fills(units, sms)) return 1;  // (the single pass would not take whole sequences)
   const double whole = single_pass_cost(units, chunks, sms, 1);
   int best = 1;
   double best_cost = kSinglePassPiecesGain * whole;

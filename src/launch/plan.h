@@ -21,6 +21,7 @@
 // one-pass walk.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -97,9 +98,13 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
 //   §3.5) until the fallback is cheaper.
 inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
 inline constexpr int64_t kSinglePassMinPieceChunks = 40;
+// Whether `units` pairs fill enough of the SMs for the single pass on a plan that splits no sequence.
+inline bool single_pass_fills(int64_t units, int sms) {
+  return units * kSinglePassFillDen >= int64_t{std::max(sms, 1)} * kSinglePassFillNum;
+}
 inline bool single_pass_auto(int64_t units, int sms, const RecurrencePlan& plan, int64_t chunks, bool pieces_ok,
                              bool planned = true) {
-  if (plan.method == SplitMethod::kNone) return units * kSinglePassFillDen >= int64_t{sms} * kSinglePassFillNum;
+  if (plan.method == SplitMethod::kNone) return single_pass_fills(units, sms);
   return plan.method == SplitMethod::kWarmup && planned && pieces_ok && plan.pieces >= 2 &&
          (chunks + plan.pieces - 1) / plan.pieces >= kSinglePassMinPieceChunks;
 }
@@ -121,14 +126,20 @@ inline constexpr int kSinglePassMaxPieces = 16;
 double single_pass_cost(int64_t units, int64_t chunks, int sms, int pieces);
 int single_pass_split(int64_t units, int64_t chunks, int sms);
 
-// Pieces per sequence of a single-pass launch where pieces_ok: a bounded warm-up plan's pieces (their
-// fallback the two kernels), or, on a planned one-pass plan (`planned`: the warm-up length automatic),
-// its single_pass_pieces (their fallback the whole-sequence single pass); 1 (whole sequences) otherwise
-// or where the grid would exceed 2^31 - 1 CTAs.
+// The pieces a plan gives the single pass: a bounded warm-up plan's pieces (their fallback the two
+// kernels), a one-pass plan's single_pass_pieces (their fallback the whole-sequence single pass), else
+// 1. The workspace reserves the pieces' flags by it (fwd_sm90.cu).
+inline int plan_single_pass_pieces(const RecurrencePlan& plan) {
+  return plan.method == SplitMethod::kWarmup ? plan.pieces
+         : plan.method == SplitMethod::kNone ? plan.single_pass_pieces
+                                             : 1;
+}
+
+// Pieces per sequence of a single-pass launch: plan_single_pass_pieces where pieces_ok (and, for a
+// one-pass plan, `planned`: the warm-up length automatic); 1 (whole sequences) otherwise or where the
+// grid would exceed 2^31 - 1 CTAs.
 inline int single_pass_pieces(const RecurrencePlan& plan, bool pieces_ok, int64_t units, bool planned = true) {
-  const int pieces = plan.method == SplitMethod::kWarmup                ? plan.pieces
-                     : plan.method == SplitMethod::kNone && planned ? plan.single_pass_pieces
-                                                                    : 1;
+  const int pieces = plan.method == SplitMethod::kNone && !planned ? 1 : plan_single_pass_pieces(plan);
   if (!pieces_ok || pieces < 2) return 1;
   return units * pieces > 0x7fffffff ? 1 : pieces;
 }
