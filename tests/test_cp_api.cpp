@@ -101,10 +101,11 @@ TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
   EXPECT_EQ(again, with_dm);
 }
 
-// The workspace size is the same whatever params.single_pass asks (design.md §3.5): with a plan that
-// splits nothing, and with bounded warm-up plans (forced here: 2 and 4 pieces; the single pass's pieces'
-// epoch and flags are reserved by every such plan, whichever path then runs).
-TEST_F(CpApi, ForwardWorkspaceDoesNotDependOnTheSinglePassChoice) {
+// The workspace size by params.single_pass (design.md §3.5): AUTO runs these few pairs on the two
+// kernels (their records), for the planner's plan and for forced bounded warm-up plans (2 and 4
+// pieces) alike, as NEVER does; ALWAYS runs whole sequences on the single pass (T = 40 is no whole
+// number of chunks: no pieces), which covers the call and needs no records.
+TEST_F(CpApi, ForwardWorkspaceByTheSinglePassChoice) {
   for (int32_t split : {0, 2, 4}) {
     kda_fwd_params q = p_;
     q.context_split = split;
@@ -116,7 +117,8 @@ TEST_F(CpApi, ForwardWorkspaceDoesNotDependOnTheSinglePassChoice) {
       ASSERT_EQ(kda_fwd_workspace_size(&q, &sizes[c]).code, KDA_OK) << "split " << split << ", choice " << choices[c];
     }
     EXPECT_EQ(sizes[0], sizes[1]) << "split " << split;
-    EXPECT_EQ(sizes[0], sizes[2]) << "split " << split;
+    EXPECT_GE(sizes[1], size_t{2} * 2 * 3 * 14848) << "split " << split << ": the records";
+    EXPECT_LE(sizes[2], size_t{512}) << "split " << split << ": the check word and nothing else";
   }
 }
 

@@ -315,9 +315,6 @@ TEST(TileTensorMap, RankNRejectsBadArgumentsByName) {
   expect_error(make_tensor_map_bf16(&map, base, 4, dims, strides, box, static_cast<Swizzle>(16)), "swizzle = 16");
 }
 
-// What a CTA launched with __launch_bounds__(threads, 1) holds per thread: the busiest
-// sub-partition's share (ptxas gave 168 for 288 and for 384 threads on 2026-12-01), and which
-// setmaxnreg splits fit in it (112 / 200 / 200 with 384 threads made setmaxnreg.inc wait forever).
 TEST(TileTensorMap, HeadBoxStridesDenseWhereASizeIsOneAndNoBroadcast) {
   using sm90::head_box_strides;
   uint64_t st[3];
@@ -344,6 +341,26 @@ TEST(TileTensorMap, HeadBoxStridesDenseWhereASizeIsOneAndNoBroadcast) {
   EXPECT_EQ(sm90::kHeadBox[2], 16u);
 }
 
+// head_box_map_ok: make_head_box_map's own checks without the driver (the workspace's size rests on
+// them): a non-null, 16-byte aligned base, no broadcast, dims in [1, 2^32], strides of whole 16 bytes
+// in [8, 2^39) elements.
+TEST(TileTensorMap, HeadBoxMapOkWithoutTheDriver) {
+  using sm90::head_box_map_ok;
+  const void* base = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  const void* odd = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
+  EXPECT_TRUE(head_box_map_ok(base, {128, 3, 100, 2}, {128, 384, 38400}));
+  EXPECT_TRUE(head_box_map_ok(base, {128, 1, 100, 1}, {0, 128, -5}));  // sizes of 1: dense strides
+  EXPECT_FALSE(head_box_map_ok(nullptr, {128, 3, 100, 2}, {128, 384, 38400}));
+  EXPECT_FALSE(head_box_map_ok(odd, {128, 3, 100, 2}, {128, 384, 38400}));
+  EXPECT_FALSE(head_box_map_ok(base, {128, 4, 100, 1}, {0, 512, 51200}));       // broadcast heads
+  EXPECT_FALSE(head_box_map_ok(base, {128, 3, 100, 2}, {132, 396, 39600}));     // not whole 16 bytes
+  EXPECT_FALSE(head_box_map_ok(base, {128, 3, 100, 2}, {128, 384, int64_t{1} << 39}));  // too far apart
+  EXPECT_FALSE(head_box_map_ok(base, {128, 3, (uint64_t{1} << 32) + 1, 1}, {128, 384, 0}));  // T past 2^32
+}
+
+// What a CTA launched with __launch_bounds__(threads, 1) holds per thread: the busiest
+// sub-partition's share (ptxas gave 168 for 288 and for 384 threads on 2026-12-01), and which
+// setmaxnreg splits fit in it (112 / 200 / 200 with 384 threads made setmaxnreg.inc wait forever).
 TEST(RegisterBudget, LaunchCountAndSetmaxnregSplits) {
   EXPECT_EQ(ptx::launch_regs_per_thread(384), 168);
   EXPECT_EQ(ptx::launch_regs_per_thread(288), 168);  // 9 warps: 3 on one sub-partition

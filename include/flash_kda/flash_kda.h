@@ -102,9 +102,11 @@ typedef enum kda_context_method {
 typedef enum kda_single_pass {
   KDA_SINGLE_PASS_AUTO = 0,   /* the single pass where it takes the problem and is faster on this GPU
                                  (on decaying gates: it may cut sequences into pieces; where gates
-                                 decay slowly a (sequence, head) then falls back, with few pairs to
-                                 the two kernels, 1.15-1.25x their time there, with pairs for most of
-                                 the SMs to the single pass on whole sequences, 1.13-1.19x; README.md) */
+                                 decay slowly a (sequence, head) then falls back: to the single pass
+                                 on whole sequences where the two kernels would run whole sequences
+                                 too (1.05-1.12x the two kernels' time there; with pairs for most of
+                                 the SMs 1.13-1.19x whole sequences'), else to the two kernels
+                                 (1.15-1.25x their time); README.md) */
   KDA_SINGLE_PASS_NEVER = 1,  /* always the two kernels */
   KDA_SINGLE_PASS_ALWAYS = 2  /* always the single pass; KDA_ERROR_UNSUPPORTED where it does not take
                                  the problem (a gate other than BOUNDED, g not bf16, q, k, g or v
@@ -181,10 +183,16 @@ void kda_fwd_params_init(kda_fwd_params* params);
    int64 saturate at INT64_MAX (rejected as too large). */
 kda_tensor kda_tensor_contiguous(void* data, kda_dtype dtype, int32_t ndim, const int64_t* shape);
 
-/* Bytes of device workspace kda_fwd needs for these shapes (depends on shapes, options and, through
+/* Bytes of device workspace kda_fwd needs for these params (depends on shapes, options and, through
    the automatic context_split, the current device's SM count; an error when it would not fit in
-   size_t). Validates params like kda_fwd, from shapes only: data pointers are neither read nor
-   compared (frameworks may pass one stand-in pointer for every tensor). */
+   size_t). Validates params like kda_fwd, from shapes only: data pointers are never read. A call
+   that the single pass covers whole needs no chunk records, only a few hundred bytes (T8192 x 64
+   heads: 1,288 bytes against 468 MiB on the two kernels; docs/design.md §3.5). The pointers matter
+   in two ways only: a NULL q, k, g or v gives the two kernels' size, and so does final_state at the
+   same address as initial_state where the plan then runs the two kernels (in place, the single pass
+   cuts no sequence). So one stand-in pointer for every tensor gives a size that covers the call
+   with any valid pointers; the call's own pointers give its exact size; KDA_SINGLE_PASS_NEVER gives
+   the two kernels' size, which covers every choice. */
 kda_status kda_fwd_workspace_size(const kda_fwd_params* params, size_t* bytes);
 
 /* Validate, then enqueue the forward pass on `stream` (CUDA device pointers, current device,

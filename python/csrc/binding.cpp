@@ -215,9 +215,13 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
     return;
   }
 
+  kda_fwd_params p = make_params(fn, args, /*use_data=*/true);
   void* ws_ptr = nullptr;
   size_t ws_bytes = 0;
   c10::DataPtr owned_ws;  // freed (back to the cache, stream-ordered) when fwd returns
+  // The size for these tensors: with their own pointers the query sees a call the single pass covers
+  // (no records, design.md §3.5) where the stand-ins, all one address, looked in place.
+  if (!has(workspace)) throw_on_error(fn, kda_fwd_workspace_size(&p, &needed));
   if (has(workspace)) {
     TORCH_CHECK_VALUE(workspace->scalar_type() == at::kByte, fn,
                       ": workspace: expected a torch.uint8 tensor (flash_kda.get_workspace_size bytes), got ",
@@ -235,7 +239,6 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
     ws_bytes = needed;
   }
 
-  kda_fwd_params p = make_params(fn, args, /*use_data=*/true);
   // Every tensor was checked above to be a CUDA tensor on q's device, now the current one; the
   // workspace is that device's caching allocator's: the C API's pointer queries would only repeat it.
   p.trusted_pointers = 1;

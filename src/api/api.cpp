@@ -215,7 +215,7 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
     if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, device));
   }
   if (params->check_cu_seqlens && problem.varlen)
-    KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
+    KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, plan, false, workspace, stream));
   return kda::sm90::fwd(problem, plan, workspace, stream);
 }
 

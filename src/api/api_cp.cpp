@@ -106,7 +106,7 @@ kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_
     if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
   }
   if (params->check_cu_seqlens && problem.varlen)
-    KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, workspace, stream));
+    KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, plan, true, workspace, stream));
   return kda::sm90::fwd_prepared(problem, plan, workspace, stream);
 }
 

@@ -112,8 +112,13 @@ PreparationLayout preparation_layout(const Problem& pr) {
 // with `prepared`: a preparation left by kda_segment_transition, §3.4), the Kr low parts of the
 // final states' last updates, the fallback flags and deferred final states, then (sequence
 // parallelism only) the exact combine's float32 states and transitions. Sizes saturate at SIZE_MAX.
+// A call that the single pass covers whole (SinglePassChoice::covers_call: whole sequences, or pieces
+// whose fallback is the whole-sequence single pass) has no records and none of the two kernels'
+// regions: the check word, then the pieces' flags (`records` false).
 struct WorkspaceLayout {
   size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, tail = 0, piece_fail = 0, total = 0;
+  size_t check = 0;  // the check word (check_cu_seqlens)
+  bool records = true;
 };
 
 // Whether a warm-up plan's fallback runs as tail jobs of pass 1's grid (recurrence_tail.cuh): through
@@ -134,8 +139,20 @@ size_t final_state_bytes(const Problem& pr) {
 }
 WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, bool prepared) {
   WorkspaceLayout w;
-  w.total = sat_add(records_bytes(pr), kCheckBytes);
   const bool warm = plan.method == SplitMethod::kWarmup;
+  const int sp_pieces = plan_single_pass_pieces(plan);
+  if (!prepared && choose_single_pass(pr, plan).covers_call()) {
+    w.records = false;
+    w.total = kCheckBytes;
+    if (warm || sp_pieces > 1) {  // the pieces' epoch and flags, as below
+      w.piece_fail = align256(w.total);
+      w.total = sat_add(w.piece_fail,
+                        sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(sp_pieces)), 1), sizeof(uint64_t)));
+    }
+    return w;
+  }
+  w.check = records_bytes(pr);
+  w.total = sat_add(records_bytes(pr), kCheckBytes);
   if (warm || prepared) {
     const PreparationLayout prep = preparation_layout(pr);
     w.bounds = prep.bounds;
@@ -160,7 +177,6 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   // The single pass's pieces' epoch and flags (single_pass_fallback.cuh): a warm-up plan's pieces, or a
   // one-pass plan's single_pass_pieces (plan.h). Reserved for prepared calls too, which never use them,
   // so that a transition's workspace still covers kda_fwd's.
-  const int sp_pieces = plan_single_pass_pieces(plan);
   if (warm || sp_pieces > 1) {
     w.piece_fail = align256(w.total);
     w.total = sat_add(w.piece_fail,
@@ -457,6 +473,14 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
     uint64_t* fail_space = ws.piece_fail != 0 ? reinterpret_cast<uint64_t*>(records + ws.piece_fail) : nullptr;
     KDA_RETURN_IF_ERROR(maybe_single_pass(pr, plan, fail_space, stream_handle, &single));
     if (single.launched && single.piece_fail == nullptr) return make_ok();
+    // A workspace sized for the single pass alone has no room for the two kernels: only a tensor map
+    // that the host's checks accepted and the driver refused gets here.
+    if (!ws.records)
+      return make_error(KDA_ERROR_UNSUPPORTED,
+                        "single_pass: the workspace was sized for the single pass (kda_fwd_workspace_size), but the "
+                        "driver refused the tensor map of %s; with single_pass = KDA_SINGLE_PASS_NEVER (0) in both "
+                        "calls the two kernels take it",
+                        single.unmapped != nullptr ? single.unmapped : "an input");
   }
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int64_t combine_ctas = has_combine(plan) ? units * (128 / kCombineRows) : 0;
@@ -559,9 +583,11 @@ kda_status fwd_prepared(const Problem& pr, const RecurrencePlan& plan, void* wor
   return run_fwd(pr, plan, workspace, stream, true);
 }
 
-kda_status check_cu_seqlens(const Problem& pr, void* workspace, kda_stream_t stream_handle) {
+kda_status check_cu_seqlens(const Problem& pr, const RecurrencePlan& plan, bool prepared, void* workspace,
+                            kda_stream_t stream_handle) {
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-  int64_t* result = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(workspace) + records_bytes(pr));
+  int64_t* result =
+      reinterpret_cast<int64_t*>(static_cast<uint8_t*>(workspace) + workspace_layout(pr, plan, prepared).check);
   cu_seqlens_check_kernel<<<1, 256, 0, stream>>>(make_sequence_layout(pr), result);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return cuda_error("cu_seqlens_check_kernel launch", err);

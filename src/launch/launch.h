@@ -30,7 +30,9 @@ const uint64_t* single_pass_flags(const Problem& problem, const RecurrencePlan& 
 kda_status fwd(const Problem& problem, const RecurrencePlan& plan, void* workspace, kda_stream_t stream);
 
 // Opt-in content check of cu_seqlens (synchronises `stream`): KDA_OK or an error naming the entry.
-kda_status check_cu_seqlens(const Problem& problem, void* workspace, kda_stream_t stream);
+// `plan` and `prepared` as for fwd or fwd_prepared (where the workspace keeps its check word).
+kda_status check_cu_seqlens(const Problem& problem, const RecurrencePlan& plan, bool prepared, void* workspace,
+                            kda_stream_t stream);
 
 // ---- Context parallelism across GPUs (cp_sm90.cu; docs/design.md §3.4) ----
 
@@ -68,17 +70,33 @@ kda_status launch_recurrence_pass(const RecurrenceParams& rp, int64_t ctas, kda_
 // set, single_pass_fallback.cuh).
 struct SinglePassLaunch {
   bool launched = false;
+  const char* unmapped = nullptr;        // not launched because no tensor map describes this input
   const uint64_t* piece_fail = nullptr;  // [pieces][N*HV] (single_pass_fallback.cuh)
   uint64_t* epoch = nullptr;             // the flags' epoch, which the fallback's preparation advances
   int32_t pieces = 1;
 };
 
-// Whether kda_fwd runs `problem` on the single pass (params.single_pass, and with KDA_SINGLE_PASS_AUTO
-// the plan: no sequence parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded
-// warm-up plan whose pieces are long enough, plan.h), and if so its launch. `fail_space`: the
-// workspace's room for the pieces' epoch and flags (1 + pieces x N*HV 64-bit words, the pieces of
-// single_pass_pieces), or null (no pieces with the bounded warm-up then). KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error
-// naming the reason, before anything is launched.
+// What the single pass does with a call, from the host's arithmetic alone (params.single_pass, the plan,
+// shapes, dtypes, options, strides, the alignment of q, k, g and v, and whether final_state is
+// initial_state; no driver call): maybe_single_pass's choice, and the workspace's size (fwd_sm90.cu:
+// a call the single pass covers whole, `runs` without a fallback to the two kernels, needs no records).
+struct SinglePassChoice {
+  bool runs = false;               // it launches (unless the driver then refuses a tensor map)
+  const char* refusal = nullptr;   // KDA_SINGLE_PASS_ALWAYS on a problem it cannot take: why
+  const char* unmapped = nullptr;  // the input no tensor map describes (then `runs` is false)
+  int pieces = 1;                  // per sequence
+  bool bounded = false;            // pieces with the decay bound's flags and a fallback
+  bool redo = false;               // that fallback: the whole-sequence single pass (else the two kernels)
+  bool covers_call() const { return runs && (!bounded || redo); }
+};
+SinglePassChoice choose_single_pass(const Problem& problem, const RecurrencePlan& plan);
+
+// choose_single_pass's choice (params.single_pass, and with KDA_SINGLE_PASS_AUTO the plan: no sequence
+// parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded warm-up plan whose pieces
+// are long enough, plan.h), the tensor maps, and the launch. `fail_space`: the workspace's room for the
+// pieces' epoch and flags (1 + pieces x N*HV 64-bit words, the pieces of plan_single_pass_pieces), which
+// every plan with pieces has. KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error naming the
+// reason, before anything is launched.
 kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream,
                              SinglePassLaunch* out);
 

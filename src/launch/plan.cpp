@@ -254,7 +254,9 @@ RecurrencePlan plan_recurrence(const PlanRequest& r) {
   RecurrencePlan best = table.best(-1, whole);
   if (best.cost_us >= kRequiredGain * whole.cost_us) best = whole;
   if (warm) {
-    const RecurrencePlan w = warmup(units, chunks, sms, 0, best.cost_us, table);
+    RecurrencePlan w = warmup(units, chunks, sms, 0, best.cost_us, table);
+    if (w.method == SplitMethod::kWarmup && r.method == KDA_CONTEXT_AUTO)
+      w.single_pass_redo = w.segments == 1;
     if (w.method == SplitMethod::kWarmup && w.cost_us < kRequiredGain * best.cost_us) return w;
     if (r.method == KDA_CONTEXT_WARMUP && w.method == SplitMethod::kWarmup && w.cost_us < best.cost_us) return w;
   }

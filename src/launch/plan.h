@@ -44,6 +44,14 @@ struct RecurrencePlan {
   // single pass when it runs this plan (single_pass_split below; 1: whole sequences). Its fallback is
   // the whole-sequence single pass on the units whose pieces fell back, not the two kernels.
   int single_pass_pieces = 1;
+  // kWarmup, chosen by the planner (automatic): where the single pass runs the plan's pieces, their
+  // fallback is the whole-sequence single pass (a second single-pass launch, as for single_pass_pieces)
+  // rather than the two kernels. Set where the two kernels' own fallback is one pass (segments == 1):
+  // both then walk every unit's whole chain (T8192_H64: the whole-sequence single pass 0.667 ms, the
+  // two kernels' one pass 0.53 plus their preparation, 2026-12-02), and the call needs no records in
+  // the workspace (fwd_sm90.cu). Elsewhere the two kernels' fallback splits the chain (T32768_H32: 3
+  // segments; the whole-sequence single pass 2.61 ms against 0.755 in pieces).
+  bool single_pass_redo = false;
 };
 
 struct PlanRequest {
@@ -127,7 +135,7 @@ double single_pass_cost(int64_t units, int64_t chunks, int sms, int pieces);
 int single_pass_split(int64_t units, int64_t chunks, int sms);
 
 // The pieces a plan gives the single pass: a bounded warm-up plan's pieces (their fallback the two
-// kernels), a one-pass plan's single_pass_pieces (their fallback the whole-sequence single pass), else
+// kernels, or with single_pass_redo the whole-sequence single pass), a one-pass plan's single_pass_pieces (their fallback the whole-sequence single pass), else
 // 1. The workspace reserves the pieces' flags by it (fwd_sm90.cu).
 inline int plan_single_pass_pieces(const RecurrencePlan& plan) {
   return plan.method == SplitMethod::kWarmup ? plan.pieces

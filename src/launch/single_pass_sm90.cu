@@ -11,14 +11,27 @@
 namespace kda::sm90 {
 namespace {
 
-// The map of a [B, T, heads, 128] bf16 tensor in the warp preparation's boxes (tensor_map.h). False where
-// none describes it (a broadcast dimension, a base or stride not 16-byte aligned, a strided innermost
-// dimension): the call then runs on the two kernels.
+// The dims and caller strides of a [B, T, heads, 128] bf16 tensor in the warp preparation's boxes.
+struct HeadBox {
+  uint64_t dims[4];
+  int64_t given[3];
+};
+HeadBox head_box(const kda_tensor& x, int64_t heads, int64_t T, int64_t B) {
+  return HeadBox{{128, static_cast<uint64_t>(heads), static_cast<uint64_t>(T), static_cast<uint64_t>(B)},
+                 {x.stride[2], x.stride[1], x.stride[0]}};
+}
+// Whether a tensor map describes it (tensor_map.h: no broadcast dimension, a 16-byte aligned base,
+// strides of whole 16 bytes, a contiguous innermost dimension), from host arithmetic only; box_map
+// then encodes it (the driver may still refuse: the call then runs on the two kernels).
+bool box_mappable(const kda_tensor& x, int64_t heads, int64_t T, int64_t B) {
+  if (T <= 0 || heads <= 0 || B <= 0 || x.stride[3] != 1) return false;
+  const HeadBox h = head_box(x, heads, T, B);
+  return head_box_map_ok(x.data, h.dims, h.given);
+}
 bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorMap* map) {
-  if (x.data == nullptr || T <= 0 || heads <= 0 || B <= 0 || x.stride[3] != 1) return false;
-  const uint64_t dims[4] = {128, static_cast<uint64_t>(heads), static_cast<uint64_t>(T), static_cast<uint64_t>(B)};
-  const int64_t given[3] = {x.stride[2], x.stride[1], x.stride[0]};
-  return make_head_box_map(map, x.data, dims, given);
+  if (!box_mappable(x, heads, T, B)) return false;
+  const HeadBox h = head_box(x, heads, T, B);
+  return make_head_box_map(map, x.data, h.dims, h.given);
 }
 
 // One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces
@@ -45,32 +58,60 @@ const char* single_pass_limit(const Problem& pr) {
 
 }  // namespace
 
+SinglePassChoice choose_single_pass(const Problem& pr, const RecurrencePlan& plan) {
+  SinglePassChoice c;
+  const kda_fwd_params& a = *pr.params;
+  const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
+  if (a.single_pass == KDA_SINGLE_PASS_NEVER) return c;
+  // The workspace holds the pieces' flags for these plans (fwd_sm90.cu).
+  const bool fail_space = plan.method == SplitMethod::kWarmup || plan_single_pass_pieces(plan) > 1;
+  const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
+  const bool pieces_ok = single_pass_pieces_ok(!pr.varlen && pr.T % 16 == 0, in_place, a.context_warmup_chunks, fail_space);
+  const int64_t chunks = pr.varlen ? 0 : (pr.T + 15) / 16;  // (per sequence; packed batches are never cut)
+  const bool planned = a.context_split == 0 && a.context_method == KDA_CONTEXT_AUTO && a.context_warmup_chunks == 0;
+  if (!always && !single_pass_auto(pr.N * pr.HV, sm_count(), plan, chunks, pieces_ok, planned)) return c;  // (plan.h)
+  if (const char* why = single_pass_limit(pr)) {
+    if (always) c.refusal = why;
+    return c;
+  }
+  // The tensors as [B, T, heads, 128], or packed as [1, B*T, heads, 128] with cu_seqlens.
+  const int64_t T = pr.varlen ? pr.T_total : pr.T, B = pr.varlen ? 1 : pr.B;
+  c.unmapped = T == 0                                     ? nullptr  // (no tokens: the kernel copies the states)
+               : !box_mappable(a.q, pr.H, T, B)  ? "q"
+               : !box_mappable(a.k, pr.H, T, B)  ? "k"
+               : !box_mappable(a.g, pr.HV, T, B) ? "g"
+               : !box_mappable(a.v, pr.HV, T, B) ? "v"
+                                                 : nullptr;
+  if (c.unmapped != nullptr) return c;
+  c.runs = true;
+  // Pieces (plan.h): with the bounded warm-up their flags go to the workspace. A one-pass plan's pieces,
+  // and a warm-up plan's with single_pass_redo, fall back to this kernel on whole sequences (a second
+  // launch); other warm-up plans' pieces to the two kernels.
+  c.pieces = single_pass_pieces(plan, pieces_ok, pr.N * pr.HV, planned);
+  c.bounded = c.pieces > 1 && a.context_warmup_chunks == 0;
+  c.redo = c.bounded && (plan.method == SplitMethod::kNone || plan.single_pass_redo);
+  return c;
+}
+
 kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream_handle,
                              SinglePassLaunch* out) {
   *out = SinglePassLaunch{};
   const kda_fwd_params& a = *pr.params;
   const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
-  if (a.single_pass == KDA_SINGLE_PASS_NEVER) return make_ok();
-  const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
-  const bool pieces_ok =
-      single_pass_pieces_ok(!pr.varlen && pr.T % 16 == 0, in_place, a.context_warmup_chunks, fail_space != nullptr);
-  const int64_t chunks = pr.varlen ? 0 : (pr.T + 15) / 16;  // (per sequence; packed batches are never cut)
-  const bool planned = a.context_split == 0 && a.context_method == KDA_CONTEXT_AUTO && a.context_warmup_chunks == 0;
-  if (!always && !single_pass_auto(pr.N * pr.HV, sm_count(), plan, chunks, pieces_ok, planned)) return make_ok();  // (plan.h)
-  if (const char* why = single_pass_limit(pr)) {
-    if (!always) return make_ok();
+  const SinglePassChoice choice = choose_single_pass(pr, plan);
+  if (choice.refusal != nullptr)
     return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but the single pass does not take %s",
-                      why);
-  }
-  // The tensors as [B, T, heads, 128], or packed as [1, B*T, heads, 128] with cu_seqlens.
+                      choice.refusal);
   const int64_t T = pr.varlen ? pr.T_total : pr.T, B = pr.varlen ? 1 : pr.B;
   CUtensorMap qmap{}, kmap{}, gmap{}, vmap{};  // (no tokens: never used, the kernel copies the states)
-  const char* unmapped = T == 0                               ? nullptr
-                         : !box_map(a.q, pr.H, T, B, &qmap)   ? "q"
-                         : !box_map(a.k, pr.H, T, B, &kmap)   ? "k"
-                         : !box_map(a.g, pr.HV, T, B, &gmap)  ? "g"
-                         : !box_map(a.v, pr.HV, T, B, &vmap)  ? "v"
-                                                              : nullptr;
+  const char* unmapped = choice.unmapped;
+  if (choice.runs && T > 0)
+    unmapped = !box_map(a.q, pr.H, T, B, &qmap)    ? "q"
+               : !box_map(a.k, pr.H, T, B, &kmap)  ? "k"
+               : !box_map(a.g, pr.HV, T, B, &gmap) ? "g"
+               : !box_map(a.v, pr.HV, T, B, &vmap) ? "v"
+                                                   : nullptr;
+  out->unmapped = unmapped;
   if (unmapped != nullptr) {
     if (!always) return make_ok();
     return make_error(KDA_ERROR_UNSUPPORTED,
@@ -78,6 +119,9 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint
                       "aligned base, strides that are multiples of 8 elements and no broadcast dimension)",
                       unmapped);
   }
+  if (!choice.runs) return make_ok();
+  if (choice.bounded && fail_space == nullptr)  // (workspace_layout reserves it for every plan with pieces)
+    return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: pieces with a fallback, but no room for their flags");
   SinglePassParams sp{};
   sp.pp = preparation_params(pr);
   sp.v = static_cast<const uint16_t*>(a.v.data);
@@ -90,11 +134,9 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint
   sp.final_is_f32 = pr.has_final_state && a.final_state.dtype == KDA_DTYPE_F32;
   sp.HV = static_cast<int32_t>(pr.HV);
   sp.units = static_cast<int32_t>(pr.N * pr.HV);
-  // Pieces (plan.h): with the bounded warm-up their flags go to fail_space. A one-pass plan's pieces fall
-  // back to this kernel on whole sequences (`redo`, launched below), a warm-up plan's to the two kernels.
-  sp.pieces = single_pass_pieces(plan, pieces_ok, sp.units, planned);
+  sp.pieces = choice.pieces;
   sp.forced_warmup = a.context_warmup_chunks;
-  const bool bounded = sp.pieces > 1 && sp.forced_warmup == 0;
+  const bool bounded = choice.bounded;
   sp.epoch = bounded ? fail_space : nullptr;  // (its first word; the flags after it)
   sp.piece_fail = bounded ? fail_space + 1 : nullptr;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
@@ -106,7 +148,7 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint
   out->launched = s.code == KDA_OK;
   out->pieces = sp.pieces;
   if (!out->launched) return s;
-  if (bounded && plan.method == SplitMethod::kNone) {  // the whole-sequence fallback (single_pass_fallback.cuh)
+  if (choice.redo) {  // the whole-sequence fallback (single_pass_fallback.cuh)
     SinglePassParams redo = sp;
     redo.pieces = 1;
     redo.piece_fail = nullptr;

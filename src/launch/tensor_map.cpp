@@ -158,9 +158,20 @@ bool head_box_strides(const uint64_t (&dims)[4], const int64_t (&given)[3], uint
   return true;
 }
 
+bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
+  uint64_t strides[3];
+  if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0 || !head_box_strides(dims, given, strides))
+    return false;
+  for (uint64_t d : dims)
+    if (d < 1 || d > kMaxDim) return false;
+  for (uint64_t s : strides)
+    if (s < 8 || s >= kMaxStrideBytes / 2 || s % 8 != 0) return false;
+  return true;
+}
+
 bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
   uint64_t strides[3];
-  return head_box_strides(dims, given, strides) &&
+  return head_box_map_ok(base, dims, given) && head_box_strides(dims, given, strides) &&
          make_tensor_map_bf16(map, base, 4, dims, strides, kHeadBox, tile::Swizzle::k128B).code == KDA_OK;
 }
 

@@ -6,7 +6,8 @@
 // pass takes, falls back to the two kernels (slowly decaying channels: then bitwise equal to a run on the
 // two kernels), unit by unit, eager and under CUDA-graph replay; and under the automatic choice
 // (KDA_SINGLE_PASS_AUTO and the planner's plan): a warm-up plan's pieces in two waves, and a one-pass
-// plan's own pieces, whose units fall back to the single pass on whole sequences.
+// plan's own pieces and a 2-piece warm-up plan's, whose units fall back to the single pass on whole
+// sequences (their workspace without records).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -250,30 +251,20 @@ TEST(GpuSinglePass, BoundedPiecesUnderGraphReplay) {
   }
 }
 
-// KDA_SINGLE_PASS_AUTO on a problem the two kernels' planner runs in one pass while the single pass cuts
-// it itself (plan.h's single_pass_split: T4096 with 96 value heads, 4 pieces of 64 chunks, 384 CTAs in
-// three waves on 132 SMs), heads 3, 40 and 67 with slowly decaying channels. The pieces' flags in the
-// workspace show what ran: every piece of the other heads' units decided with this call's epoch and ran,
-// and a piece of each slow unit fell back; the slow units' outputs are then bitwise those of a forced
-// whole-sequence single-pass run (their fallback), not the two kernels'. (The pieces that ran agree with
-// whole sequences to rounding; on these gates, whose dropped part is below float32 rounding, they were
-// bitwise equal too, so only the flags tell the pieces apart.) Deterministic; and a graph captured from
-// a poisoned workspace, replayed on slow and then fast gates, equals eager runs (the fallback's launch
-// finds its units and advances the epoch).
-TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
-  KDA_SKIP_WITHOUT_SM90();
-  ProblemSpec fast;
-  fast.B = 1;
-  fast.T = 4096;
-  fast.H = fast.HV = 96;
-  fast.seed = 1300;
-  ProblemSpec slow = fast;
-  slow.slow_every = 8;
-  slow.slow_heads = (uint64_t{1} << 3) | (uint64_t{1} << 40);  // heads 3, 40 and 67 (bit hv % 64)
-  slow.seed = 1301;
+// The single pass's pieces under KDA_SINGLE_PASS_AUTO and the planner's plan, where their fallback is the
+// whole-sequence single pass (a second launch), on `slow` (heads with slowly decaying channels, `is_slow`)
+// and `fast` (decaying gates) inputs of one shape; `expected`: whether this GPU's planner gives the plan
+// the test is about (else skipped). The pieces' flags in the workspace show what ran: every piece of the
+// other heads' units decided with this call's epoch and ran, and a piece of each slow unit fell back;
+// the slow units' outputs are then bitwise those of a forced whole-sequence single-pass run (their
+// fallback), not the two kernels'. (The pieces that ran agree with whole sequences to rounding; on these
+// gates, whose dropped part is below float32 rounding, they were bitwise equal too, so only the flags
+// tell the pieces apart.) The workspace holds no records: at most 1/8 of the two kernels'. Deterministic;
+// and a graph captured from a poisoned workspace, replayed on slow and then fast gates, equals eager runs
+// (the fallback's launch finds its units and advances the epoch).
+void expect_pieces_fall_back_to_whole_sequences(const ProblemSpec& fast, const ProblemSpec& slow, const char* name,
+                                                bool (*expected)(const sm90::RecurrencePlan&)) {
   auto is_slow = [&](int64_t hv) { return ((slow.slow_heads >> (hv % 64)) & 1) != 0; };
-  const char* name = "own pieces, T4096 HV96, heads 3, 40, 67 slow";
-
   RandomProblem one = make_random_problem(slow);
   RandomProblem whole = one, two = one;
   kda_fwd_params pa = one.params();
@@ -281,13 +272,18 @@ TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
   Problem pr;
   ASSERT_EQ(validate(&pa, ValidateMode::kHost, &pr).code, KDA_OK);
   const sm90::RecurrencePlan plan = sm90::fwd_plan(pr);
-  if (plan.method != sm90::SplitMethod::kNone || plan.single_pass_pieces < 2)
-    GTEST_SKIP() << "on this GPU's SM count the planner does not cut T4096 x 96 heads for the single pass";
-  const int pieces = plan.single_pass_pieces;
+  if (!expected(plan)) GTEST_SKIP() << name << ": this GPU's planner gives another plan";
+  const int pieces = sm90::plan_single_pass_pieces(plan);
   std::printf("[ single  ] %s: the single pass in %d pieces\n", name, pieces);
   {
     DeviceProblem dp(pa);
     dp.params().single_pass = KDA_SINGLE_PASS_AUTO;  // (whatever FLASH_KDA_TEST_SINGLE_PASS says)
+    kda_fwd_params pn = dp.params();
+    never(pn);
+    size_t two_kernels = 0;
+    ASSERT_EQ(kda_fwd_workspace_size(&pn, &two_kernels).code, KDA_OK);
+    std::printf("[ single  ] %s: workspace %zu bytes, the two kernels' %zu\n", name, dp.workspace_bytes(), two_kernels);
+    EXPECT_LE(dp.workspace_bytes() * 8, two_kernels) << name << ": the workspace of the single pass alone";
     dp.poison_workspace(0xff);
     const kda_status st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), nullptr);
     ASSERT_EQ(st.code, KDA_OK) << st.message;
@@ -348,9 +344,51 @@ TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
   for (const ProblemSpec* spec : {&slow, &fast}) {
     RandomProblem eager = replay_on_fresh_inputs(p, dp, graph, *spec);
     ASSERT_EQ(run_on_gpu(eager.params()).code, KDA_OK);
-    expect_identical(p, eager, spec == &slow ? "own pieces, graph replay on slow heads vs eager"
-                                             : "own pieces, graph replay on decaying gates vs eager");
+    expect_identical(p, eager, spec == &slow ? "graph replay on slow heads vs eager"
+                                             : "graph replay on decaying gates vs eager");
   }
+}
+
+// A problem the two kernels' planner runs in one pass while the single pass cuts it itself (plan.h's
+// single_pass_split: T4096 with 96 value heads, 4 pieces of 64 chunks, 384 CTAs in three waves on 132
+// SMs), heads 3, 40 and 67 slow.
+TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec fast;
+  fast.B = 1;
+  fast.T = 4096;
+  fast.H = fast.HV = 96;
+  fast.seed = 1300;
+  ProblemSpec slow = fast;
+  slow.slow_every = 8;
+  slow.slow_heads = (uint64_t{1} << 3) | (uint64_t{1} << 40);  // heads 3, 40 and 67 (bit hv % 64)
+  slow.seed = 1301;
+  expect_pieces_fall_back_to_whole_sequences(fast, slow, "own pieces, T4096 HV96, heads 3, 40, 67 slow",
+                                             [](const sm90::RecurrencePlan& plan) {
+                                               return plan.method == sm90::SplitMethod::kNone &&
+                                                      plan.single_pass_pieces >= 2;
+                                             });
+}
+
+// A bounded warm-up plan of 2 pieces whose two-kernel fallback would be one pass (T4096 with 64 value
+// heads: 128 CTAs of 128 chunks; RecurrencePlan::single_pass_redo, version 43), heads 5 and 50 slow: the
+// same fallback to whole sequences on the single pass, and no records in the workspace.
+TEST(GpuSinglePass, WarmPiecesFallBackToWholeSequencesInASmallWorkspace) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec fast;
+  fast.B = 1;
+  fast.T = 4096;
+  fast.H = fast.HV = 64;
+  fast.seed = 1400;
+  ProblemSpec slow = fast;
+  slow.slow_every = 8;
+  slow.slow_heads = (uint64_t{1} << 5) | (uint64_t{1} << 50);
+  slow.seed = 1401;
+  expect_pieces_fall_back_to_whole_sequences(fast, slow, "warm-up pieces, T4096 HV64, heads 5, 50 slow",
+                                             [](const sm90::RecurrencePlan& plan) {
+                                               return plan.method == sm90::SplitMethod::kWarmup &&
+                                                      plan.single_pass_redo && plan.pieces >= 2;
+                                             });
 }
 
 }  // namespace
