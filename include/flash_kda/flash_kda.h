@@ -104,9 +104,9 @@ typedef enum kda_single_pass {
                                  (on decaying gates: it may cut sequences into pieces; where gates
                                  decay slowly a (sequence, head) then falls back: to the single pass
                                  on whole sequences where the two kernels would run whole sequences
-                                 too (1.05-1.12x the two kernels' time there; with pairs for most of
+                                 too (1.0-1.1x the two kernels' time there; with pairs for most of
                                  the SMs 1.13-1.19x whole sequences'), else to the two kernels
-                                 (1.15-1.25x their time); README.md) */
+                                 (about 1.15x their time); README.md) */
   KDA_SINGLE_PASS_NEVER = 1,  /* always the two kernels */
   KDA_SINGLE_PASS_ALWAYS = 2  /* always the single pass; KDA_ERROR_UNSUPPORTED where it does not take
                                  the problem (a gate other than BOUNDED, g not bf16, q, k, g or v

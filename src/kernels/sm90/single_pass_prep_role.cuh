@@ -68,18 +68,22 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
   auto& ps = st.prep[warp];
   const int hq = hv / p.pp.group;
   uint32_t i = 0;  // this warp's chunks so far
+  // Bounded pieces: once this warp has found the piece given up (below), every later chunk of the warp
+  // is handed over marked without its boxes: none issued, none waited for (the box barrier's phase is
+  // never waited on again), so a given-up piece no longer reads its chunks' q, k and g.
+  bool gone = false;
   for (int j = warp; j < steps; j += Lay::kPrepWarps, ++i) {  // chunk c_first + j
     const int c = kPieces ? c_first + j : j;
     const warp_prep::ChunkCoords cc{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
-    warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap, cc, hv, hq);
-    // Bounded pieces: once another piece of this call has flagged the unit (it runs on the two kernels
-    // after this grid), the chunk is not prepared, only handed over marked (st.skip), so that the ring
-    // stays in step while the consumers stop too. Each chunk the warp reads the unit's flags while its
-    // boxes fly and compares them once they have landed (`skip`, in prep_warp_chunk;
-    // single_pass_fallback.cuh); a warp that finds one raises st.abort for all.
-    bool dead = false;
+    if (!gone) warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap, cc, hv, hq);
+    // Bounded pieces: once another piece of this call has flagged the unit (it runs again after this
+    // grid: on the single pass's whole sequences or on the two kernels), the chunk is not prepared, only
+    // handed over marked (st.skip), so that the ring stays in step while the consumers stop too. Each
+    // chunk the warp reads the unit's flags while its boxes fly and compares them once they have landed
+    // (`skip`, in prep_warp_chunk; single_pass_fallback.cuh); a warp that finds one raises st.abort for all.
+    bool dead = gone;
     uint32_t polled = 0;
-    if (bounded) polled = poll_piece_word(p.piece_fail, p.pieces, p.units, unit0, i, lane);
+    if (bounded && !gone) polled = poll_piece_word(p.piece_fail, p.pieces, p.units, unit0, i, lane);
     auto skip = [&]() -> bool {
       if (!bounded) return false;
       const bool fell = polled_fell_back(polled, *static_cast<volatile uint64_t*>(&st.epoch));
@@ -144,9 +148,15 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
       return reinterpret_cast<uint8_t*>(&st.stage[s]);
     };
     uint8_t* kr_lo = final_split && j == steps - 1 ? st.kr_lo.bytes : nullptr;
-    // (A dead chunk: acquire() at once from prep_warp_chunk; a candidate's bound +inf, the stage marked.)
-    warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, kPrepKeyUnroll, kPartial, decltype(acquire), kPieces, decltype(skip)>(
-        p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps, acquire, st.dtb, kr_lo, skip);
+    // (A dead chunk: acquire() at once, from prep_warp_chunk once its boxes have landed or, the warp
+    // gone, here without boxes; a candidate's bound +inf, the stage marked.)
+    if (gone)
+      acquire();
+    else
+      warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, kPrepKeyUnroll, kPartial, decltype(acquire), kPieces,
+                                 decltype(skip)>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps,
+                                                 acquire, st.dtb, kr_lo, skip);
+    gone = dead;
     if (stop) break;
     if (r < 0) continue;
     ptx::fence_proxy_async_shared();  // the stage's generic-proxy writes, before wgmma reads them
