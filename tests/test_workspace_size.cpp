@@ -166,6 +166,12 @@ TEST(WorkspaceSize, TheWholeSequenceFallbackWhereTheTwoKernelsWouldRunWholeSeque
   t32768_h32.units = 32;
   t32768_h32.chunks = 2048;
   EXPECT_FALSE(sm90::plan_recurrence(t32768_h32).single_pass_redo);
+  // The plan keeps the SM count it was made for (the single pass's choice reads it, not the driver).
+  EXPECT_EQ(sm90::plan_recurrence(t32768_h32).sms, 132);
+  t32768_h32.sms = 100;
+  EXPECT_EQ(sm90::plan_recurrence(t32768_h32).sms, 100);
+  t32768_h32.forced_segments = 1;  // (the early return of a plan without splits too)
+  EXPECT_EQ(sm90::plan_recurrence(t32768_h32).sms, 100);
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ int single_pass_split(int64_t units, int64_t chunks, int sms) {
   return best;
 }
 
-RecurrencePlan plan_recurrence(const PlanRequest& r) {
+namespace {
+RecurrencePlan choose_plan(const PlanRequest& r) {
   const int sms = std::max(r.sms, 1);
   const int64_t units = std::max<int64_t>(r.units, 1);
   const int64_t chunks = std::max<int64_t>(r.chunks, 0);
@@ -261,6 +262,13 @@ RecurrencePlan plan_recurrence(const PlanRequest& r) {
     if (r.method == KDA_CONTEXT_WARMUP && w.method == SplitMethod::kWarmup && w.cost_us < best.cost_us) return w;
   }
   return best;
+}
+}  // namespace
+
+RecurrencePlan plan_recurrence(const PlanRequest& r) {
+  RecurrencePlan p = choose_plan(r);
+  p.sms = std::max(r.sms, 1);
+  return p;
 }
 
 size_t context_workspace_bytes(int64_t units, const RecurrencePlan& plan) {

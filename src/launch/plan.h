@@ -52,6 +52,7 @@ struct RecurrencePlan {
   // the workspace (fwd_sm90.cu). Elsewhere the two kernels' fallback splits the chain (T32768_H32: 3
   // segments; the whole-sequence single pass 2.61 ms against 0.755 in pieces).
   bool single_pass_redo = false;
+  int sms = 132;  // the SM count the plan was made for (PlanRequest::sms)
 };
 
 struct PlanRequest {

@@ -69,7 +69,7 @@ SinglePassChoice choose_single_pass(const Problem& pr, const RecurrencePlan& pla
   const bool pieces_ok = single_pass_pieces_ok(!pr.varlen && pr.T % 16 == 0, in_place, a.context_warmup_chunks, fail_space);
   const int64_t chunks = pr.varlen ? 0 : (pr.T + 15) / 16;  // (per sequence; packed batches are never cut)
   const bool planned = a.context_split == 0 && a.context_method == KDA_CONTEXT_AUTO && a.context_warmup_chunks == 0;
-  if (!always && !single_pass_auto(pr.N * pr.HV, sm_count(), plan, chunks, pieces_ok, planned)) return c;  // (plan.h)
+  if (!always && !single_pass_auto(pr.N * pr.HV, plan.sms, plan, chunks, pieces_ok, planned)) return c;  // (plan.h)
   if (const char* why = single_pass_limit(pr)) {
     if (always) c.refusal = why;
     return c;
