@@ -141,14 +141,19 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
   WorkspaceLayout w;
   const bool warm = plan.method == SplitMethod::kWarmup;
   const int sp_pieces = plan_single_pass_pieces(plan);
+  // The single pass's pieces' epoch and flags (single_pass_fallback.cuh): a warm-up plan's pieces, or a
+  // one-pass plan's single_pass_pieces (plan.h). Reserved for prepared calls too, which never use them,
+  // so that a transition's workspace still covers kda_fwd's.
+  auto reserve_piece_flags = [&] {
+    if (!warm && sp_pieces <= 1) return;
+    w.piece_fail = align256(w.total);
+    w.total = sat_add(w.piece_fail,
+                      sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(sp_pieces)), 1), sizeof(uint64_t)));
+  };
   if (!prepared && choose_single_pass(pr, plan).covers_call()) {
     w.records = false;
     w.total = kCheckBytes;
-    if (warm || sp_pieces > 1) {  // the pieces' epoch and flags, as below
-      w.piece_fail = align256(w.total);
-      w.total = sat_add(w.piece_fail,
-                        sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(sp_pieces)), 1), sizeof(uint64_t)));
-    }
+    reserve_piece_flags();
     return w;
   }
   w.check = records_bytes(pr);
@@ -174,14 +179,7 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
     w.deferred = align256(w.total);
     w.total = sat_add(w.deferred, sat_mul(sat_size(pr.N * pr.HV), kMaxFinalStateBytes));
   }
-  // The single pass's pieces' epoch and flags (single_pass_fallback.cuh): a warm-up plan's pieces, or a
-  // one-pass plan's single_pass_pieces (plan.h). Reserved for prepared calls too, which never use them,
-  // so that a transition's workspace still covers kda_fwd's.
-  if (warm || sp_pieces > 1) {
-    w.piece_fail = align256(w.total);
-    w.total = sat_add(w.piece_fail,
-                      sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(sp_pieces)), 1), sizeof(uint64_t)));
-  }
+  reserve_piece_flags();
   if (uses_tail(plan, prepared)) {  // the tail's counters (kernel_params.h)
     w.tail = align256(w.total);
     w.total = sat_add(w.tail, sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), size_t{kTailWordsPerUnit}),
