@@ -34,6 +34,9 @@ inline size_t sat_add(size_t a, size_t b) {
 // A non-negative int64 as size_t (negative values, which validation excludes, saturate).
 inline size_t sat_size(int64_t x) { return x < 0 ? SIZE_MAX : static_cast<size_t>(x); }
 
+// x rounded up to a multiple of 256 (workspace regions); SIZE_MAX stays SIZE_MAX.
+inline size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 256 * 256; }
+
 // The raw integer held by a 4-byte enum field of a caller's struct. Reading an out-of-range value
 // through the enum type is undefined behaviour, so enum fields are validated as integers first.
 template <class E>

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "src/core/checked_math.h"
 #include "src/kernels/sm90/transition_kernels.cuh"
 #include "src/launch/cp_launch.h"
 #include "src/launch/launch.h"
@@ -19,8 +20,6 @@
 
 namespace kda::sm90 {
 namespace {
-
-size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
 struct TransitionLayout {
   size_t fallback = 0, scratch = 0, total = 0;

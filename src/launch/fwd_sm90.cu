@@ -1,20 +1,17 @@
-// SM90 forward launcher: workspace layout, grid and shared-memory sizes, kernel selection.
-// The only host code that knows the kernels (src/kernels/sm90/*).
+// SM90 forward launcher: grid and shared-memory sizes, kernel selection, the launches. The only host
+// code that knows the kernels (src/kernels/sm90/*), with single_pass_sm90.cu and cp_sm90.cu; the
+// workspace's layout is fwd_workspace.h's.
 //
-// Workspace: [HV][num_vchunks] chunk records (chunk_record.cuh), 256 bytes for the opt-in
-// cu_seqlens check, the bounded warm-up's chunk bounds and fallback flags, then (context
-// parallelism only) the float32 segment states and transitions (plan.h); warm-up plans also reserve
-// one final state per unit for in-place calls (deferred_final_kernel.cuh). kda_fwd_prepared finds the
-// records and bounds where kda_segment_transition's preparation left them (cp_sm90.cu). Calls that the
-// single pass takes whole (single_pass_sm90.cu, decided first in run_fwd) launch only single_pass_kernel and
-// use none of the workspace; in bounded pieces it writes its flags to the workspace, and for the units it
-// flagged the two-kernel path below follows (a warm-up plan's pieces) or single_pass_sm90.cu launches it
-// again on whole sequences (a one-pass plan's own pieces; single_pass_fallback.cuh). Otherwise, launches on the
-// caller's stream: chunk_prep_kernel (token-parallel) writes the records;
-// chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context parallelism
-// in two passes around context_combine_kernel (in place, a bounded warm-up's pass 1 is followed by
-// deferred_final_kernel). No allocation, no synchronisation, no host read of
-// device data (except the opt-in check).
+// Calls that the single pass takes (single_pass_sm90.cu, decided first in run_fwd) launch
+// single_pass_kernel: whole, or in bounded pieces whose flags go to the workspace and whose units that
+// fell back run again either on the single pass's whole sequences (a one-pass plan's own pieces, a
+// warm-up plan with single_pass_redo; single_pass_fallback.cuh) or on the two-kernel path below (other
+// warm-up plans). Otherwise, launches on the caller's stream: chunk_prep_kernel (token-parallel) writes
+// the records; chunk_recurrence_kernel (sequence-parallel) reads them, in one pass, or for context
+// parallelism in two passes around context_combine_kernel (in place, a bounded warm-up's pass 1 is
+// followed by deferred_final_kernel). kda_fwd_prepared finds the records and bounds where
+// kda_segment_transition's preparation left them (cp_sm90.cu). No allocation, no synchronisation, no
+// host read of device data (except the opt-in check).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,6 +23,7 @@
 #include "src/kernels/sm90/cu_seqlens_check_kernel.cuh"
 #include "src/kernels/sm90/deferred_final_kernel.cuh"
 #include "src/core/checked_math.h"
+#include "src/launch/fwd_workspace.h"
 #include "src/launch/launch.h"
 #include "src/launch/launch_util.cuh"
 #include "src/launch/plan.h"
@@ -33,8 +31,6 @@
 
 namespace kda::sm90 {
 namespace {
-
-constexpr size_t kCheckBytes = 256;
 
 // Warps sharing the key columns of a row group in the recurrence (1, 2 or 4): for split grids
 // (vsplit > 1, latency-bound) and for full grids (vsplit = 1, throughput-bound). Build-time knobs
@@ -74,126 +70,6 @@ constexpr int kFullGridCtasPerSm = FLASH_KDA_FULL_GRID_CTAS_PER_SM;
 #define FLASH_KDA_VALUE_TMA 1
 #endif
 
-int64_t num_vchunks(const Problem& pr) {
-  return pr.varlen ? (pr.T_total + 15) / 16 + pr.N : pr.N * ((pr.T + 15) / 16);
-}
-
-// Sizes saturate at SIZE_MAX ("does not fit", reported by the API layer); validation bounds T,
-// B*T and N, so num_vchunks itself cannot overflow.
-size_t records_bytes(const Problem& pr) {
-  return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), ChunkRecord::kBytes);
-}
-
-size_t bounds_bytes(const Problem& pr) { return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), sizeof(float)); }
-
-size_t align256(size_t x) { return x >= SIZE_MAX - 255 ? SIZE_MAX : (x + 255) / 256 * 256; }
-
-size_t kr_lo_bytes(const Problem& pr) { return sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)); }
-
-// The preparation kda_segment_transition leaves for kda_fwd_prepared: records and check word, the
-// chunk bounds, then (kFinalSplit) the Kr low parts. workspace_layout places the bounds and a
-// prepared call's Kr low parts at these same offsets.
-struct PreparationLayout {
-  size_t bounds = 0, bounds_end = 0, kr_lo = 0, total = 0;
-};
-PreparationLayout preparation_layout(const Problem& pr) {
-  PreparationLayout l;
-  l.bounds = align256(sat_add(records_bytes(pr), kCheckBytes));
-  l.bounds_end = sat_add(l.bounds, bounds_bytes(pr));
-  l.total = l.bounds_end;
-  if (kFinalSplit) {
-    l.kr_lo = align256(l.bounds_end);
-    l.total = sat_add(l.kr_lo, kr_lo_bytes(pr));
-  }
-  return l;
-}
-
-// Byte offsets in the workspace: the records, the check word, the warm-up's chunk bounds (always
-// with `prepared`: a preparation left by kda_segment_transition, §3.4), the Kr low parts of the
-// final states' last updates, the fallback flags and deferred final states, then (sequence
-// parallelism only) the exact combine's float32 states and transitions. Sizes saturate at SIZE_MAX.
-// A call that the single pass covers whole (SinglePassChoice::covers_call: whole sequences, or pieces
-// whose fallback is the whole-sequence single pass) has no records and none of the two kernels'
-// regions: the check word, then the pieces' flags (`records` false).
-struct WorkspaceLayout {
-  size_t context = 0, bounds = 0, fallback = 0, deferred = 0, kr_lo = 0, tail = 0, piece_fail = 0, total = 0;
-  size_t check = 0;  // the check word (check_cu_seqlens)
-  bool records = true;
-};
-
-// Whether a warm-up plan's fallback runs as tail jobs of pass 1's grid (recurrence_tail.cuh): through
-// kda_fwd (whose preparation zeroes the counters), when the fallback has a pass 2 in pass 1's slices.
-// Build knob FLASH_KDA_WARMUP_TAIL=0: the separate launches always (for measuring what the tail saves).
-#ifndef FLASH_KDA_WARMUP_TAIL
-#define FLASH_KDA_WARMUP_TAIL 1
-#endif
-bool uses_tail(const RecurrencePlan& plan, bool prepared) {
-  return FLASH_KDA_WARMUP_TAIL != 0 && plan.method == SplitMethod::kWarmup && !prepared && plan.segments >= 2 &&
-         plan.vsplit_second == plan.vsplit_first;
-}
-
-// Bytes of one unit's [128][128] final state (at most kMaxFinalStateBytes: f32).
-constexpr size_t kMaxFinalStateBytes = size_t{128} * 128 * 4;
-size_t final_state_bytes(const Problem& pr) {
-  return size_t{128} * 128 * (pr.params->final_state.dtype == KDA_DTYPE_F32 ? 4 : 2);
-}
-WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, bool prepared) {
-  WorkspaceLayout w;
-  const bool warm = plan.method == SplitMethod::kWarmup;
-  const int sp_pieces = plan_single_pass_pieces(plan);
-  // The single pass's pieces' epoch and flags (single_pass_fallback.cuh): a warm-up plan's pieces, or a
-  // one-pass plan's single_pass_pieces (plan.h). Reserved for prepared calls too, which never use them,
-  // so that a transition's workspace still covers kda_fwd's.
-  auto reserve_piece_flags = [&] {
-    if (!warm && sp_pieces <= 1) return;
-    w.piece_fail = align256(w.total);
-    w.total = sat_add(w.piece_fail,
-                      sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), sat_size(sp_pieces)), 1), sizeof(uint64_t)));
-  };
-  if (!prepared && choose_single_pass(pr, plan).covers_call()) {
-    w.records = false;
-    w.total = kCheckBytes;
-    reserve_piece_flags();
-    return w;
-  }
-  w.check = records_bytes(pr);
-  w.total = sat_add(records_bytes(pr), kCheckBytes);
-  if (warm || prepared) {
-    const PreparationLayout prep = preparation_layout(pr);
-    w.bounds = prep.bounds;
-    w.total = prep.bounds_end;
-  }
-  // Kr's low part of each sequence's last chunk (PrepParams::kr_lo): at most 4 KiB per (sequence,
-  // head) against the records' 14.5 KiB per chunk and head. Prepared, the place preparation_layout
-  // gives it (right after the bounds); kda_fwd reserves it when it stores final states.
-  if (kFinalSplit && (prepared || pr.has_final_state)) {
-    w.kr_lo = align256(w.total);
-    w.total = sat_add(w.kr_lo, kr_lo_bytes(pr));
-  }
-  if (warm) {
-    w.fallback = align256(w.total);
-    w.total = sat_add(w.fallback, sat_mul(sat_size(pr.N * pr.HV), sizeof(int32_t)));
-    // Pass 1's final states when the call updates the state in place (deferred_final_kernel.cuh);
-    // reserved whatever the pointers and the final state's dtype, so that the size depends on
-    // neither (kda_segment_transition_workspace_size covers kda_fwd_prepared's calls with it).
-    w.deferred = align256(w.total);
-    w.total = sat_add(w.deferred, sat_mul(sat_size(pr.N * pr.HV), kMaxFinalStateBytes));
-  }
-  reserve_piece_flags();
-  if (uses_tail(plan, prepared)) {  // the tail's counters (kernel_params.h)
-    w.tail = align256(w.total);
-    w.total = sat_add(w.tail, sat_mul(sat_add(sat_mul(sat_size(pr.N * pr.HV), size_t{kTailWordsPerUnit}),
-                                              size_t{kTailHeaderWords}),
-                                      sizeof(int32_t)));
-  }
-  const size_t cp = context_workspace_bytes(pr.N * pr.HV, plan);
-  if (cp > 0) {
-    w.context = align256(w.total);
-    w.total = sat_add(w.context, cp);
-  }
-  return w;
-}
-
 }  // namespace
 
 SequenceLayout make_sequence_layout(const Problem& pr) {
@@ -210,16 +86,6 @@ SequenceLayout make_sequence_layout(const Problem& pr) {
     s.per_fast = 1;
   }
   return s;
-}
-
-size_t preparation_bytes(const Problem& pr) { return preparation_layout(pr).total; }
-
-float* preparation_bounds(const Problem& pr, void* workspace) {
-  return reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + preparation_layout(pr).bounds);
-}
-
-uint8_t* preparation_kr_lo(const Problem& pr, void* workspace) {
-  return kFinalSplit ? static_cast<uint8_t*>(workspace) + preparation_layout(pr).kr_lo : nullptr;
 }
 
 namespace {
@@ -436,19 +302,6 @@ kda_status launch_preparation(const Problem& pr, void* workspace, float* chunk_b
   }
 }
 
-size_t fwd_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
-  return workspace_layout(pr, plan, false).total;
-}
-
-size_t fwd_prepared_workspace_bytes(const Problem& pr, const RecurrencePlan& plan) {
-  return workspace_layout(pr, plan, true).total;
-}
-
-const uint64_t* single_pass_flags(const Problem& pr, const RecurrencePlan& plan, const void* workspace) {
-  const size_t at = workspace_layout(pr, plan, false).piece_fail;
-  return at == 0 ? nullptr : reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(workspace) + at);
-}
-
 namespace {
 
 // The forward pass; `prepared`: the workspace already holds this problem's preparation (records and
@@ -465,15 +318,16 @@ kda_status run_fwd(const Problem& pr, const RecurrencePlan& plan, void* workspac
   if (units == 0) return make_ok();
   const WorkspaceLayout ws = workspace_layout(pr, plan, prepared);
   // The single pass, where it is chosen and takes the problem (single_pass_sm90.cu); with bounded
-  // pieces, the two-kernel path below runs too, on the units it left (single_pass_fallback.cuh).
+  // pieces whose fallback is not its own whole-sequence launch, the two-kernel path below runs too, on
+  // the units it left (single_pass_fallback.cuh).
   SinglePassLaunch single;
   if (!prepared) {
     uint64_t* fail_space = ws.piece_fail != 0 ? reinterpret_cast<uint64_t*>(records + ws.piece_fail) : nullptr;
-    KDA_RETURN_IF_ERROR(maybe_single_pass(pr, plan, fail_space, stream_handle, &single));
+    KDA_RETURN_IF_ERROR(maybe_single_pass(pr, plan, ws.single, fail_space, stream_handle, &single));
     if (single.launched && single.piece_fail == nullptr) return make_ok();
     // A workspace sized for the single pass alone has no room for the two kernels: only a tensor map
     // that the host's checks accepted and the driver refused gets here.
-    if (!ws.records)
+    if (ws.single.covers_call())
       return make_error(KDA_ERROR_UNSUPPORTED,
                         "single_pass: the workspace was sized for the single pass (kda_fwd_workspace_size), but the "
                         "driver refused the tensor map of %s; with single_pass = KDA_SINGLE_PASS_NEVER (0) in both "

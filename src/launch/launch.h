@@ -78,7 +78,7 @@ struct SinglePassLaunch {
 
 // What the single pass does with a call, from the host's arithmetic alone (params.single_pass, the plan,
 // shapes, dtypes, options, strides, the alignment of q, k, g and v, and whether final_state is
-// initial_state; no driver call): maybe_single_pass's choice, and the workspace's size (fwd_sm90.cu:
+// initial_state; no driver call): maybe_single_pass's choice, and the workspace's size (fwd_workspace.h:
 // a call the single pass covers whole, `runs` without a fallback to the two kernels, needs no records).
 struct SinglePassChoice {
   bool runs = false;               // it launches (unless the driver then refuses a tensor map)
@@ -91,13 +91,13 @@ struct SinglePassChoice {
 };
 SinglePassChoice choose_single_pass(const Problem& problem, const RecurrencePlan& plan);
 
-// choose_single_pass's choice (params.single_pass, and with KDA_SINGLE_PASS_AUTO the plan: no sequence
-// parallelism and enough (sequence, head) pairs to fill the GPU, or a bounded warm-up plan whose pieces
-// are long enough, plan.h), the tensor maps, and the launch. `fail_space`: the workspace's room for the
-// pieces' epoch and flags (1 + pieces x N*HV 64-bit words, the pieces of plan_single_pass_pieces), which
-// every plan with pieces has. KDA_SINGLE_PASS_ALWAYS on a problem it cannot take is an error naming the
-// reason, before anything is launched.
-kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream,
-                             SinglePassLaunch* out);
+// The single pass as `choice` (= choose_single_pass(problem, plan): params.single_pass, and with
+// KDA_SINGLE_PASS_AUTO the plan: no sequence parallelism and enough (sequence, head) pairs to fill the
+// GPU, or a bounded warm-up plan whose pieces are long enough, plan.h): the tensor maps and the launch.
+// `fail_space`: the workspace's room for the pieces' epoch and flags (1 + pieces x N*HV 64-bit words,
+// the pieces of plan_single_pass_pieces), which every plan with pieces has. KDA_SINGLE_PASS_ALWAYS on a
+// problem it cannot take is an error naming the reason, before anything is launched.
+kda_status maybe_single_pass(const Problem& problem, const RecurrencePlan& plan, const SinglePassChoice& choice,
+                             uint64_t* fail_space, kda_stream_t stream, SinglePassLaunch* out);
 
 }  // namespace kda::sm90

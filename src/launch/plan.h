@@ -48,8 +48,8 @@ struct RecurrencePlan {
   // fallback is the whole-sequence single pass (a second single-pass launch, as for single_pass_pieces)
   // rather than the two kernels. Set where the two kernels' own fallback is one pass (segments == 1):
   // both then walk every unit's whole chain (T8192_H64: the whole-sequence single pass 0.667 ms, the
-  // two kernels' one pass 0.53 plus their preparation, 2026-12-02), and the call needs no records in
-  // the workspace (fwd_sm90.cu). Elsewhere the two kernels' fallback splits the chain (T32768_H32: 3
+  // two kernels 0.53, 2026-12-02), and the call needs no records in
+  // the workspace (fwd_workspace.h). Elsewhere the two kernels' fallback splits the chain (T32768_H32: 3
   // segments; the whole-sequence single pass 2.61 ms against 0.755 in pieces).
   bool single_pass_redo = false;
   int sms = 132;  // the SM count the plan was made for (PlanRequest::sms)
@@ -101,10 +101,10 @@ inline bool single_pass_pieces_ok(bool whole_chunks, bool in_place, int32_t forc
 //   in one or three waves (T8192_H16_N1, T8192_H12_N4) -12% and -19%; of 47 in two (T8192_H24_N1) -16%;
 //   of 32 (T8192_H8) even; of 24 and fewer (T4096_H12_N1, T2048_H12_N1, T1024_H4_N1) 4-35% slower,
 //   where the candidates' preparation and the fallback's launches weigh more than the shorter chains.
-//   The pieces taken pay on slowly decaying gates, where units fall back to the two kernels after their
-//   attempt: T8192_H64 and T32768_H32 with long-memory channels 1.25x and 1.2x the two kernels
-//   (version 40), T65536_H8_LM 1.15x (each wave pays its attempt); so the rule is not even (design.md
-//   §3.5) until the fallback is cheaper.
+//   The pieces taken pay on slowly decaying gates, where units fall back after their attempt: to the
+//   two kernels, T32768_H32_LM 1.15x the two kernels' time and T65536_H8_LM 1.15x (each wave pays its
+//   attempt); to the whole-sequence single pass (single_pass_redo below, versions 43-44), T8192_H64_LM
+//   0.99x and T8192_H12_N4_LM 1.10x (design.md §3.5).
 inline constexpr int64_t kSinglePassFillNum = 7, kSinglePassFillDen = 10;
 inline constexpr int64_t kSinglePassMinPieceChunks = 40;
 // Whether `units` pairs fill enough of the SMs for the single pass on a plan that splits no sequence.
@@ -136,8 +136,9 @@ double single_pass_cost(int64_t units, int64_t chunks, int sms, int pieces);
 int single_pass_split(int64_t units, int64_t chunks, int sms);
 
 // The pieces a plan gives the single pass: a bounded warm-up plan's pieces (their fallback the two
-// kernels, or with single_pass_redo the whole-sequence single pass), a one-pass plan's single_pass_pieces (their fallback the whole-sequence single pass), else
-// 1. The workspace reserves the pieces' flags by it (fwd_sm90.cu).
+// kernels, or with single_pass_redo the whole-sequence single pass), a one-pass plan's
+// single_pass_pieces (their fallback the whole-sequence single pass), else 1. The workspace reserves
+// the pieces' flags by it (fwd_workspace.h).
 inline int plan_single_pass_pieces(const RecurrencePlan& plan) {
   return plan.method == SplitMethod::kWarmup ? plan.pieces
          : plan.method == SplitMethod::kNone ? plan.single_pass_pieces

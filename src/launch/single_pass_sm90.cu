@@ -63,7 +63,7 @@ SinglePassChoice choose_single_pass(const Problem& pr, const RecurrencePlan& pla
   const kda_fwd_params& a = *pr.params;
   const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
   if (a.single_pass == KDA_SINGLE_PASS_NEVER) return c;
-  // The workspace holds the pieces' flags for these plans (fwd_sm90.cu).
+  // The workspace holds the pieces' flags for these plans (fwd_workspace.h).
   const bool fail_space = plan.method == SplitMethod::kWarmup || plan_single_pass_pieces(plan) > 1;
   const bool in_place = pr.has_final_state && pr.has_initial_state && a.final_state.data == a.initial_state.data;
   const bool pieces_ok = single_pass_pieces_ok(!pr.varlen && pr.T % 16 == 0, in_place, a.context_warmup_chunks, fail_space);
@@ -93,12 +93,11 @@ SinglePassChoice choose_single_pass(const Problem& pr, const RecurrencePlan& pla
   return c;
 }
 
-kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, uint64_t* fail_space, kda_stream_t stream_handle,
-                             SinglePassLaunch* out) {
+kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, const SinglePassChoice& choice,
+                             uint64_t* fail_space, kda_stream_t stream_handle, SinglePassLaunch* out) {
   *out = SinglePassLaunch{};
   const kda_fwd_params& a = *pr.params;
   const bool always = a.single_pass == KDA_SINGLE_PASS_ALWAYS;
-  const SinglePassChoice choice = choose_single_pass(pr, plan);
   if (choice.refusal != nullptr)
     return make_error(KDA_ERROR_UNSUPPORTED, "single_pass: KDA_SINGLE_PASS_ALWAYS (2), but the single pass does not take %s",
                       choice.refusal);

@@ -44,7 +44,7 @@ inline constexpr uint32_t kHeadBox[4] = {64, 1, 16, 1};
 bool head_box_strides(const uint64_t (&dims)[4], const int64_t (&given)[3], uint64_t (&strides)[3]);
 // Whether make_head_box_map's own checks accept the tensor at `base` (non-null and 16-byte aligned,
 // head_box_strides, every dimension in [1, 2^32], every stride a multiple of 8 elements in [8, 2^39)):
-// host arithmetic only, no driver call (the workspace's size rests on it, fwd_sm90.cu).
+// host arithmetic only, no driver call (the workspace's size rests on it, fwd_workspace.h).
 bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]);
 // head_box_map_ok, then the map in kHeadBox boxes (128B swizzle); false where either refuses.
 bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]);

@@ -262,8 +262,19 @@ TEST(GpuSinglePass, BoundedPiecesUnderGraphReplay) {
 // tell the pieces apart.) The workspace holds no records: at most 1/8 of the two kernels'. Deterministic;
 // and a graph captured from a poisoned workspace, replayed on slow and then fast gates, equals eager runs
 // (the fallback's launch finds its units and advances the epoch).
-void expect_pieces_fall_back_to_whole_sequences(const ProblemSpec& fast, const ProblemSpec& slow, const char* name,
-                                                bool (*expected)(const sm90::RecurrencePlan&)) {
+// The problems: B = 1, T tokens, `heads` query and value heads; `fast` from `seed`, `slow` from seed + 1
+// with every 8th key channel slow in the heads of `slow_heads` (bit hv % 64).
+void expect_pieces_fall_back_to_whole_sequences(int64_t T, int64_t heads, uint64_t seed, uint64_t slow_heads,
+                                                const char* name, bool (*expected)(const sm90::RecurrencePlan&)) {
+  ProblemSpec fast;
+  fast.B = 1;
+  fast.T = T;
+  fast.H = fast.HV = heads;
+  fast.seed = seed;
+  ProblemSpec slow = fast;
+  slow.slow_every = 8;
+  slow.slow_heads = slow_heads;
+  slow.seed = seed + 1;
   auto is_slow = [&](int64_t hv) { return ((slow.slow_heads >> (hv % 64)) & 1) != 0; };
   RandomProblem one = make_random_problem(slow);
   RandomProblem whole = one, two = one;
@@ -354,16 +365,8 @@ void expect_pieces_fall_back_to_whole_sequences(const ProblemSpec& fast, const P
 // SMs), heads 3, 40 and 67 slow.
 TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
   KDA_SKIP_WITHOUT_SM90();
-  ProblemSpec fast;
-  fast.B = 1;
-  fast.T = 4096;
-  fast.H = fast.HV = 96;
-  fast.seed = 1300;
-  ProblemSpec slow = fast;
-  slow.slow_every = 8;
-  slow.slow_heads = (uint64_t{1} << 3) | (uint64_t{1} << 40);  // heads 3, 40 and 67 (bit hv % 64)
-  slow.seed = 1301;
-  expect_pieces_fall_back_to_whole_sequences(fast, slow, "own pieces, T4096 HV96, heads 3, 40, 67 slow",
+  const uint64_t slow_heads = (uint64_t{1} << 3) | (uint64_t{1} << 40);  // heads 3, 40 and 67 (bit hv % 64)
+  expect_pieces_fall_back_to_whole_sequences(4096, 96, 1300, slow_heads, "own pieces, T4096 HV96, heads 3, 40, 67 slow",
                                              [](const sm90::RecurrencePlan& plan) {
                                                return plan.method == sm90::SplitMethod::kNone &&
                                                       plan.single_pass_pieces >= 2;
@@ -375,16 +378,8 @@ TEST(GpuSinglePass, OwnPiecesFallBackToWholeSequencesOnTheSinglePass) {
 // same fallback to whole sequences on the single pass, and no records in the workspace.
 TEST(GpuSinglePass, WarmPiecesFallBackToWholeSequencesInASmallWorkspace) {
   KDA_SKIP_WITHOUT_SM90();
-  ProblemSpec fast;
-  fast.B = 1;
-  fast.T = 4096;
-  fast.H = fast.HV = 64;
-  fast.seed = 1400;
-  ProblemSpec slow = fast;
-  slow.slow_every = 8;
-  slow.slow_heads = (uint64_t{1} << 5) | (uint64_t{1} << 50);
-  slow.seed = 1401;
-  expect_pieces_fall_back_to_whole_sequences(fast, slow, "warm-up pieces, T4096 HV64, heads 5, 50 slow",
+  const uint64_t slow_heads = (uint64_t{1} << 5) | (uint64_t{1} << 50);
+  expect_pieces_fall_back_to_whole_sequences(4096, 64, 1400, slow_heads, "warm-up pieces, T4096 HV64, heads 5, 50 slow",
                                              [](const sm90::RecurrencePlan& plan) {
                                                return plan.method == sm90::SplitMethod::kWarmup &&
                                                       plan.single_pass_redo && plan.pieces >= 2;
