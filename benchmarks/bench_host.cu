@@ -10,7 +10,8 @@
 // (through the runtime's driver entry point), each with and without the programmatic-dependent-
 // launch attribute; the alternatives interleaved three times, so that none is favoured by its place
 // in the run), kda_fwd_workspace_size (validation of the shapes and the plan, no device query), and
-// whole kda_fwd / kda_decode calls on small cases, with and without trusted_pointers (the pointer
+// one tensor map's encoding (a single-pass call encodes four), whole kda_fwd / kda_decode calls on
+// small cases (one on the single pass), with and without trusted_pointers (the pointer
 // queries skipped, as the PyTorch binding does). Also one call's worth of pointer queries: 13
 // distinct allocations among 100, by the driver's query for 3, 2 and 1 attributes and the runtime's.
 //
@@ -27,6 +28,7 @@
 
 #include "flash_kda/flash_kda.h"
 #include "benchmarks/bench_common.cuh"
+#include "src/launch/tensor_map.h"
 
 namespace {
 
@@ -265,7 +267,20 @@ int main(int argc, char** argv) {
       }
     }
   }
+  {
+    // One tensor map of the single pass (q as [1, T, H, 128] in 16 x 64 boxes, 128-byte swizzle): a
+    // single-pass call encodes four before its launch (single_pass_sm90.cu).
+    const int64_t T = 8192, H = 64;
+    void* q = dev(static_cast<size_t>(T * H * 128 * 2));
+    const uint64_t dims[4] = {128, static_cast<uint64_t>(H), static_cast<uint64_t>(T), 1};
+    const int64_t given[3] = {128, H * 128, T * H * 128};  // head, token, batch strides (elements)
+    CUtensorMap map;
+    std::printf("%-34s %8.2f us\n", "tensor map encode (one head box)", host_us([&](int) {
+                  if (!kda::sm90::make_head_box_map(&map, q, dims, given)) std::exit(2);
+                }));
+  }
   fwd_case("T512_H32", 512, 32, stream);
+  fwd_case("T256_H96 (single pass)", 256, 96, stream);
   fwd_case("T2048_H12", 2048, 12, stream);
   fwd_case("T1024_H4", 1024, 4, stream);
   decode_case("B1_H8", 1, 8, stream);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/launch/tensor_map.h"
+#include "src/launch/tensor_map_cache.h"
 #include "src/ptx/register_budget.h"
 #include "src/ptx/wgmma_desc.h"
 #include "src/tile/operand.h"
@@ -356,6 +357,64 @@ TEST(TileTensorMap, HeadBoxMapOkWithoutTheDriver) {
   EXPECT_FALSE(head_box_map_ok(base, {128, 3, 100, 2}, {132, 396, 39600}));     // not whole 16 bytes
   EXPECT_FALSE(head_box_map_ok(base, {128, 3, 100, 2}, {128, 384, int64_t{1} << 39}));  // too far apart
   EXPECT_FALSE(head_box_map_ok(base, {128, 3, (uint64_t{1} << 32) + 1, 1}, {128, 384, 0}));  // T past 2^32
+}
+
+// The per-thread cache of head-box maps (tensor_map_cache.h): a lookup answers with the map stored
+// under exactly that key or with nothing, never with another key's map, whatever the collisions; a
+// key differing in any one field is another key.
+TEST(TileTensorMap, HeadBoxMapCacheAnswersOnlyItsOwnKey) {
+  using sm90::HeadBoxKey;
+  auto key = [](uintptr_t base, uint64_t T) {
+    HeadBoxKey k;
+    k.base = base;
+    const uint64_t dims[4] = {128, 8, T, 1}, strides[3] = {128, 1024, 1024 * T};
+    for (int d = 0; d < 4; ++d) k.dims[d] = dims[d];
+    for (int d = 0; d < 3; ++d) k.strides[d] = strides[d];
+    return k;
+  };
+  auto map_of = [](const HeadBoxKey& k) {  // stand-in map bytes that name their key
+    CUtensorMap m;
+    std::memset(&m, 0, sizeof(m));
+    uint64_t words[3] = {static_cast<uint64_t>(k.base), k.dims[2], k.strides[1]};
+    std::memcpy(&m, words, sizeof(words));
+    return m;
+  };
+  auto same = [](const CUtensorMap* a, const CUtensorMap& b) { return a != nullptr && std::memcmp(a, &b, sizeof(b)) == 0; };
+  sm90::HeadBoxMapCache<8> cache;
+  const HeadBoxKey a = key(uintptr_t{1} << 20, 100);
+  EXPECT_EQ(cache.find(a), nullptr);
+  cache.put(a, map_of(a));
+  EXPECT_TRUE(same(cache.find(a), map_of(a)));
+  // One field changed: another key (a miss, or the map stored under that key only).
+  HeadBoxKey b = a;
+  b.base += 256;
+  HeadBoxKey c = a;
+  c.dims[1] = 16;
+  HeadBoxKey d = a;
+  d.strides[0] = 256;
+  for (const HeadBoxKey& k : {b, c, d}) EXPECT_FALSE(k == a);
+  for (const HeadBoxKey& k : {b, c, d}) EXPECT_EQ(cache.find(k), nullptr);
+  // A key in a's slot replaces it: a misses afterwards, the new key hits.
+  HeadBoxKey e = a;
+  for (uint64_t T = 101; sm90::HeadBoxMapCache<8>::slot(e) != sm90::HeadBoxMapCache<8>::slot(a) || e == a; ++T)
+    e = key(a.base, T);
+  cache.put(e, map_of(e));
+  EXPECT_EQ(cache.find(a), nullptr);
+  EXPECT_TRUE(same(cache.find(e), map_of(e)));
+  // Many keys (collisions among them): every lookup is its own map or a miss, and the last one put hits.
+  std::set<size_t> slots;
+  for (int i = 0; i < 200; ++i) {
+    const HeadBoxKey k = key((uintptr_t{1} << 20) + 256 * (i % 17), 64 + i);
+    slots.insert(sm90::HeadBoxMapCache<8>::slot(k));
+    cache.put(k, map_of(k));
+    EXPECT_TRUE(same(cache.find(k), map_of(k)));
+    for (int j = 0; j <= i; ++j) {
+      const HeadBoxKey o = key((uintptr_t{1} << 20) + 256 * (j % 17), 64 + j);
+      const CUtensorMap* hit = cache.find(o);
+      EXPECT_TRUE(hit == nullptr || same(hit, map_of(o))) << i << " " << j;
+    }
+  }
+  EXPECT_EQ(slots.size(), 8u);  // the hash spreads keys over every slot
 }
 
 // What a CTA launched with __launch_bounds__(threads, 1) holds per thread: the busiest

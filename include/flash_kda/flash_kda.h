@@ -156,7 +156,8 @@ typedef struct kda_fwd_params {
      checked first. Any other value is rejected. The CPU entry points ignore it. */
   int32_t trusted_pointers;
   /* kda_single_pass (GPU kda_fwd only; kda_fwd_prepared and the CPU entry points ignore it). The
-     workspace size does not depend on it. */
+     workspace size depends on it (kda_fwd_workspace_size: KDA_SINGLE_PASS_NEVER gives the two
+     kernels' size, which covers every choice). */
   int32_t single_pass;
 } kda_fwd_params;
 

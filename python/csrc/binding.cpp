@@ -119,7 +119,7 @@ struct Args {
   const OptTensor &initial_state, &final_state, &cu_seqlens;
   double scale;
   bool beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens;
-  int64_t context_split, context_method;
+  int64_t context_split, context_method, single_pass;
 };
 
 kda_fwd_params make_params(const char* fn, const Args& a, bool use_data) {
@@ -163,6 +163,7 @@ kda_fwd_params make_params(const char* fn, const Args& a, bool use_data) {
   auto to_i32 = [](int64_t x) { return x < INT32_MIN || x > INT32_MAX ? int32_t{-1} : static_cast<int32_t>(x); };
   p.context_split = to_i32(a.context_split);
   p.context_method = to_i32(a.context_method);
+  p.single_pass = to_i32(a.single_pass);
   return p;
 }
 
@@ -178,7 +179,7 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
          const OptTensor& dt_bias, std::optional<double> lower_bound, const OptTensor& initial_state,
          const OptTensor& final_state, const OptTensor& cu_seqlens, const OptTensor& workspace,
          bool beta_sigmoid, bool qk_l2norm, bool gate_in_kernel, bool allow_neg_eigval,
-         bool check_cu_seqlens, int64_t context_split, int64_t context_method) {
+         bool check_cu_seqlens, int64_t context_split, int64_t context_method, int64_t single_pass) {
   constexpr const char* fn = "flash_kda.fwd";
   TORCH_CHECK_VALUE(q.is_cuda(), fn, ": q: expected a CUDA tensor, got a tensor on ", q.device(),
                     " (flash_kda runs on CUDA GPUs of compute capability 9.0 only)");
@@ -199,7 +200,8 @@ void fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at
   const c10::cuda::CUDAGuard guard(dev);
   const Args args{q,       k,           v,         g,          beta,         &out,         A_log,
                   dt_bias, lower_bound, initial_state, final_state, cu_seqlens, scale,   beta_sigmoid,
-                  qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens, context_split, context_method};
+                  qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens, context_split, context_method,
+                  single_pass};
 
   // Shape validation first (no memory touched); this also sizes the workspace.
   const kda_fwd_params shapes = make_params(fn, args, /*use_data=*/false);
@@ -251,11 +253,11 @@ int64_t get_workspace_size(const at::Tensor& q, const at::Tensor& k, const at::T
                            std::optional<double> lower_bound, const OptTensor& initial_state,
                            const OptTensor& final_state, const OptTensor& cu_seqlens, bool beta_sigmoid,
                            bool qk_l2norm, bool gate_in_kernel, bool allow_neg_eigval, int64_t context_split,
-                           int64_t context_method) {
+                           int64_t context_method, int64_t single_pass) {
   constexpr const char* fn = "flash_kda.get_workspace_size";
   const Args args{q,       k,           v,         g,          beta,         nullptr,     A_log,
                   dt_bias, lower_bound, initial_state, final_state, cu_seqlens, 1.0,   beta_sigmoid,
-                  qk_l2norm, gate_in_kernel, allow_neg_eigval, false, context_split, context_method};
+                  qk_l2norm, gate_in_kernel, allow_neg_eigval, false, context_split, context_method, single_pass};
   const kda_fwd_params p = make_params(fn, args, /*use_data=*/false);
   size_t bytes = 0;
   throw_on_error(fn, kda_fwd_workspace_size(&p, &bytes));
@@ -276,13 +278,13 @@ TORCH_LIBRARY(flash_kda, m) {
       "Tensor? A_log=None, Tensor? dt_bias=None, float? lower_bound=None, Tensor? initial_state=None, "
       "Tensor(b!)? final_state=None, Tensor? cu_seqlens=None, Tensor(c!)? workspace=None, "
       "bool beta_sigmoid=True, bool qk_l2norm=True, bool gate_in_kernel=True, bool allow_neg_eigval=False, "
-      "bool check_cu_seqlens=False, int context_split=0, int context_method=0) -> ()");
+      "bool check_cu_seqlens=False, int context_split=0, int context_method=0, int single_pass=0) -> ()");
   // Catch-all kernel: reads shapes only, so it also serves meta / CPU tensors.
   m.def(
       "get_workspace_size(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? A_log=None, "
       "Tensor? dt_bias=None, float? lower_bound=None, Tensor? initial_state=None, Tensor? final_state=None, "
       "Tensor? cu_seqlens=None, bool beta_sigmoid=True, bool qk_l2norm=True, bool gate_in_kernel=True, "
-      "bool allow_neg_eigval=False, int context_split=0, int context_method=0) -> int",
+      "bool allow_neg_eigval=False, int context_split=0, int context_method=0, int single_pass=0) -> int",
       &get_workspace_size);
   m.def("build_info() -> str", &build_info);
 }
@@ -307,7 +309,7 @@ namespace {
 //
 // _fwd_eager(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
 //            cu_seqlens, workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval,
-//            check_cu_seqlens, context_split, context_method) -> None, or NotImplemented
+//            check_cu_seqlens, context_split, context_method, single_pass) -> None, or NotImplemented
 //
 // flash_kda.fwd calls it (outside torch.compile tracing) with its arguments in the op's schema
 // order, check_cu_seqlens already resolved. It runs `fwd` above, as the torch.ops path would run
@@ -416,8 +418,8 @@ PyObject* not_taken() {
 
 PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  if (nargs != 21) {
-    PyErr_Format(PyExc_TypeError, "flash_kda._C._fwd_eager: expected 21 positional arguments, got %zd", nargs);
+  if (nargs != 22) {
+    PyErr_Format(PyExc_TypeError, "flash_kda._C._fwd_eager: expected 22 positional arguments, got %zd", nargs);
     return nullptr;
   }
   if (!default_dispatch_state()) return not_taken();
@@ -435,9 +437,9 @@ PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t narg
       !flag_arg(args[16], &gate_in_kernel) || !flag_arg(args[17], &allow_neg_eigval) ||
       !flag_arg(args[18], &check_cu_seqlens))
     return not_taken();
-  // context_split / context_method: exact Python ints (bool is an int subclass: not taken).
-  int64_t context_split = 0, context_method = 0;
-  for (int i : {19, 20}) {
+  // context_split / context_method / single_pass: exact Python ints (bool is an int subclass: not taken).
+  int64_t context_split = 0, context_method = 0, single_pass = 0;
+  for (int i : {19, 20, 21}) {
     if (!PyLong_CheckExact(args[i])) return not_taken();
     int overflow = 0;
     const long long x = PyLong_AsLongLongAndOverflow(args[i], &overflow);
@@ -445,7 +447,7 @@ PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t narg
       PyErr_Clear();
       return not_taken();
     }
-    (i == 19 ? context_split : context_method) = x;
+    (i == 19 ? context_split : i == 20 ? context_method : single_pass) = x;
   }
 
   double scale = 0.0;
@@ -489,10 +491,10 @@ PyObject* fwd_eager(PyObject* /*module*/, PyObject* const* args, Py_ssize_t narg
                     std::vector<c10::IValue>({q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                                               initial_state, final_state, cu_seqlens, workspace, beta_sigmoid,
                                               qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens,
-                                              context_split, context_method}));
+                                              context_split, context_method, single_pass}));
     fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
         workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval, check_cu_seqlens, context_split,
-        context_method);
+        context_method, single_pass);
   }
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS

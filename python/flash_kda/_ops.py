@@ -44,7 +44,7 @@ _is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 # Opt-in device-side check of cu_seqlens contents (synchronises; not under CUDA-graph capture).
 _CHECK_CU_SEQLENS = os.environ.get("FLASH_KDA_CHECK_CU_SEQLENS", "0") not in ("", "0")
 
-# Eager fast path of fwd: _C._fwd_eager(21 arguments in the op's schema order) -> None when it ran the
+# Eager fast path of fwd: _C._fwd_eager(22 arguments in the op's schema order) -> None when it ran the
 # op, NotImplemented when the call needs the general path. None when the extension was built without
 # it (no Python headers or no libtorch_python) or with FLASH_KDA_EAGER_FAST_PATH=0.
 _fwd_eager = getattr(_C, "_fwd_eager", None)
@@ -99,20 +99,31 @@ def _dense(t):
 
 
 _CONTEXT_METHODS = {"auto": 0, "exact": 1, "warmup": 2}
+_SINGLE_PASS = {"auto": 0, "never": 1, "always": 2}
+
+
+def _choice(fn, name, value, choices):
+    """An option as the C API's integer: None 0, one of the names in `choices`, or the int itself
+    (which the C API checks and names)."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        if value not in choices:
+            raise ValueError(f"{fn}: {name}: expected one of {sorted(choices)} or None, got {value!r}")
+        return choices[value]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{fn}: {name}: expected a str, an int or None, got {type(value).__name__}")
+    return value
 
 
 def _context_method(fn, method):
-    """context_method as the C API's integer: None / 'auto' 0, 'exact' 1, 'warmup' 2 (or the int)."""
-    if method is None:
-        return 0
-    if isinstance(method, str):
-        if method not in _CONTEXT_METHODS:
-            raise ValueError(f"{fn}: context_method: expected one of {sorted(_CONTEXT_METHODS)} or None, "
-                             f"got {method!r}")
-        return _CONTEXT_METHODS[method]
-    if isinstance(method, bool) or not isinstance(method, int):
-        raise TypeError(f"{fn}: context_method: expected a str, an int or None, got {type(method).__name__}")
-    return method
+    """context_method: None / 'auto' 0, 'exact' 1, 'warmup' 2 (or the int)."""
+    return _choice(fn, "context_method", method, _CONTEXT_METHODS)
+
+
+def _single_pass(fn, choice):
+    """single_pass: None / 'auto' 0, 'never' 1, 'always' 2 (or the int)."""
+    return _choice(fn, "single_pass", choice, _SINGLE_PASS)
 
 
 def _context_split(fn, split):
@@ -133,7 +144,7 @@ def _param(t):
 def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
         final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
         beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None,
-        context_split=None, context_method=None):
+        context_split=None, context_method=None, single_pass=None):
     """KDA forward, drop-in for MoonshotAI FlashKDA's ``flash_kda.fwd`` (same names and order).
 
     Writes ``out`` [B, T, HV, V] (bf16) and, if given, ``final_state`` [N, HV, V, K] (bf16 or
@@ -157,7 +168,11 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
     ``context_split`` (None / 0 automatic, 1 never, n pieces) and ``context_method`` (None /
     'auto', 'exact' combine or bounded 'warmup'; README, docs/design.md §3) steer how long
     sequences with few heads are split over the GPU, for tests and tuning; pass the same values
-    to ``get_workspace_size``.
+    to ``get_workspace_size``. ``single_pass`` (None / 'auto', 'never', 'always': the C API's
+    kda_single_pass) picks between the one-kernel forward and the preparation plus recurrence;
+    'never' is the choice for models whose gates decay slowly (README "Single pass"), 'always'
+    raises ValueError where the single pass does not take the call. The workspace size depends on
+    it: pass the same value to ``get_workspace_size``.
 
     In eager mode the common case (plain CUDA tensors that need no copy, Python numbers, no
     torch function / dispatch mode, no input requiring grad while grad mode is on) runs the
@@ -171,23 +186,24 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
         context_method = _context_method("flash_kda.fwd", context_method)
     else:
         context_split = context_method = 0
+    single_pass = 0 if single_pass is None else _single_pass("flash_kda.fwd", single_pass)
     # Not while dynamo traces this function (that keeps torch.ops.flash_kda.fwd in the graph).
     if not _is_compiling() and _fwd_eager is not None and _fwd_eager(
             q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
             cu_seqlens, workspace, beta_sigmoid, qk_l2norm, gate_in_kernel, allow_neg_eigval,
-            check_cu_seqlens, context_split, context_method) is None:
+            check_cu_seqlens, context_split, context_method, single_pass) is None:
         return None
     return _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                         final_state, cu_seqlens, workspace, gate_in_kernel=gate_in_kernel,
                         beta_sigmoid=beta_sigmoid, qk_l2norm=qk_l2norm,
                         allow_neg_eigval=allow_neg_eigval, check_cu_seqlens=check_cu_seqlens,
-                        context_split=context_split, context_method=context_method)
+                        context_split=context_split, context_method=context_method, single_pass=single_pass)
 
 
 def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
                  final_state=None, cu_seqlens=None, workspace=None, *, gate_in_kernel=True,
                  beta_sigmoid=True, qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=None,
-                 context_split=None, context_method=None):
+                 context_split=None, context_method=None, single_pass=None):
     """fwd through torch.ops.flash_kda.fwd, for every input (the path before the eager fast path,
     and the one dynamo traces): checks the Python types, copies what the C API cannot read as it
     is, calls the op, copies results back into strided out / final_state."""
@@ -224,7 +240,7 @@ def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
                             initial_state, fs_buf, cu_seqlens, workspace, bool(beta_sigmoid),
                             bool(qk_l2norm), bool(gate_in_kernel), bool(allow_neg_eigval),
                             bool(check_cu_seqlens), _context_split(fn, context_split),
-                            _context_method(fn, context_method))
+                            _context_method(fn, context_method), _single_pass(fn, single_pass))
     if out_buf is not out:
         out.copy_(out_buf)
     if fs_buf is not final_state:
@@ -234,7 +250,7 @@ def _fwd_general(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
 def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias=None,
                        lower_bound=-5.0, initial_state=None, final_state=None, cu_seqlens=None, *,
                        gate_in_kernel=True, beta_sigmoid=True, qk_l2norm=True,
-                       allow_neg_eigval=False, context_split=None, context_method=None):
+                       allow_neg_eigval=False, context_split=None, context_method=None, single_pass=None):
     """Bytes of workspace ``fwd`` needs for these inputs (shapes and options only; any device).
 
     Pass the tensors (or meta tensors of the same shapes) and options you will pass to ``fwd``;
@@ -254,7 +270,8 @@ def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias
         cu = torch.empty(N + 1, dtype=torch.int64, **meta)
         return int(torch.ops.flash_kda.get_workspace_size(
             x, x, x, x, beta, A_log, dt_bias, -5.0, state, state, cu, True, True, True, False,
-            _context_split(fn_short, context_split), _context_method(fn_short, context_method)))
+            _context_split(fn_short, context_split), _context_method(fn_short, context_method),
+            _single_pass(fn_short, single_pass)))
     fn = "flash_kda.get_workspace_size"
     for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
         _expect_tensor(fn, name, t)
@@ -264,7 +281,7 @@ def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias
         q, k, v, g, beta, A_log, dt_bias, None if lower_bound is None else float(lower_bound),
         initial_state, final_state, cu_seqlens, bool(beta_sigmoid), bool(qk_l2norm),
         bool(gate_in_kernel), bool(allow_neg_eigval), _context_split(fn, context_split),
-        _context_method(fn, context_method)))
+        _context_method(fn, context_method), _single_pass(fn, single_pass)))
 
 
 def build_info():

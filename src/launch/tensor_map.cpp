@@ -6,6 +6,13 @@
 
 #include "src/core/problem.h"
 #include "src/core/status.h"
+#include "src/launch/tensor_map_cache.h"
+
+// Head-box maps from a per-thread cache (tensor_map_cache.h); 0 encodes every one (a build knob, for
+// measuring it: docs/performance_notes.md).
+#ifndef FLASH_KDA_TENSOR_MAP_CACHE
+#define FLASH_KDA_TENSOR_MAP_CACHE 1
+#endif
 
 namespace kda::sm90 {
 namespace {
@@ -171,8 +178,24 @@ bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t 
 
 bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
   uint64_t strides[3];
-  return head_box_map_ok(base, dims, given) && head_box_strides(dims, given, strides) &&
-         make_tensor_map_bf16(map, base, 4, dims, strides, kHeadBox, tile::Swizzle::k128B).code == KDA_OK;
+  if (!head_box_map_ok(base, dims, given) || !head_box_strides(dims, given, strides)) return false;
+#if FLASH_KDA_TENSOR_MAP_CACHE
+  // The last maps this thread built (tensor_map_cache.h): a hit is the map the encoder would give.
+  thread_local HeadBoxMapCache<> cache;
+  HeadBoxKey key;
+  key.base = reinterpret_cast<uintptr_t>(base);
+  for (int d = 0; d < 4; ++d) key.dims[d] = dims[d];
+  for (int d = 0; d < 3; ++d) key.strides[d] = strides[d];
+  if (const CUtensorMap* hit = cache.find(key)) {
+    *map = *hit;
+    return true;
+  }
+#endif
+  if (make_tensor_map_bf16(map, base, 4, dims, strides, kHeadBox, tile::Swizzle::k128B).code != KDA_OK) return false;
+#if FLASH_KDA_TENSOR_MAP_CACHE
+  cache.put(key, *map);
+#endif
+  return true;
 }
 
 }  // namespace kda::sm90

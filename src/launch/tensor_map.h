@@ -46,7 +46,9 @@ bool head_box_strides(const uint64_t (&dims)[4], const int64_t (&given)[3], uint
 // head_box_strides, every dimension in [1, 2^32], every stride a multiple of 8 elements in [8, 2^39)):
 // host arithmetic only, no driver call (the workspace's size rests on it, fwd_workspace.h).
 bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]);
-// head_box_map_ok, then the map in kHeadBox boxes (128B swizzle); false where either refuses.
+// head_box_map_ok, then the map in kHeadBox boxes (128B swizzle); false where either refuses. Maps are
+// kept in a per-thread cache (tensor_map_cache.h): a call with a recent call's address, sizes and
+// strides gets the same bytes without the driver's encode.
 bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]);
 
 }  // namespace kda::sm90

@@ -445,6 +445,49 @@ TEST(Tma, LoadSwizzledBoxAndStoreBack) {
   run_tma(Swizzle::kNone);
 }
 
+// The head-box maps of make_head_box_map come from a per-thread cache (tensor_map_cache.h): the first
+// call, a repeated call (a hit) and a call after the cache was flooded with other keys all give the
+// bytes of a fresh encode by the driver; another base gives other bytes (the key is not ignored).
+TEST(TileTensorMap, HeadBoxMapsFromTheCacheAreTheEncodersBytes) {
+  KDA_SKIP_WITHOUT_SM90();
+  DeviceBuffer<uint16_t> buf(size_t{1} << 22);
+  struct Shape {
+    uint64_t dims[4];
+    int64_t given[3];
+  };
+  const Shape shapes[] = {{{128, 8, 512, 2}, {128, 1024, 1024 * 512}},
+                          {{128, 96, 256, 1}, {384, 96 * 384, 0}},  // strided heads (a fused projection)
+                          {{128, 1, 300, 3}, {0, 128, 128 * 300}}};
+  auto fresh = [&](const void* base, const Shape& sh, CUtensorMap* m) {
+    uint64_t strides[3];
+    ASSERT_TRUE(sm90::head_box_strides(sh.dims, sh.given, strides));
+    const kda_status st = sm90::make_tensor_map_bf16(m, base, 4, sh.dims, strides, sm90::kHeadBox, Swizzle::k128B);
+    ASSERT_EQ(st.code, KDA_OK) << st.message;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Shape& sh : shapes) {
+      for (int offset : {0, 64}) {
+        const void* base = buf.p + 8 * offset;
+        CUtensorMap want, first, again;
+        fresh(base, sh, &want);
+        ASSERT_TRUE(sm90::make_head_box_map(&first, base, sh.dims, sh.given));
+        ASSERT_TRUE(sm90::make_head_box_map(&again, base, sh.dims, sh.given));
+        EXPECT_EQ(std::memcmp(&first, &want, sizeof(want)), 0) << "round " << round;
+        EXPECT_EQ(std::memcmp(&again, &want, sizeof(want)), 0) << "round " << round;
+        CUtensorMap other;
+        ASSERT_TRUE(sm90::make_head_box_map(&other, buf.p + 8 * offset + 8, sh.dims, sh.given));
+        EXPECT_NE(std::memcmp(&other, &want, sizeof(want)), 0);
+      }
+    }
+    // Flood the cache with 300 other keys between the rounds.
+    for (int i = 0; i < 300; ++i) {
+      const Shape sh{{128, 4, static_cast<uint64_t>(16 + i), 1}, {128, 512, 0}};
+      CUtensorMap m;
+      ASSERT_TRUE(sm90::make_head_box_map(&m, buf.p + 8 * (i % 50), sh.dims, sh.given));
+    }
+  }
+}
+
 // ---- (d) producer / consumer warpgroups ----------------------------------------------------------
 
 // One constexpr source for the kernel's sizes.

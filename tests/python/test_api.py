@@ -243,10 +243,63 @@ def test_context_split_and_method(method, split):
     assert torch.equal(out, with_ws[0]) and torch.equal(fs, with_ws[1])
 
 
+class _Fwd:
+    """U.run_fwd's `flash_kda` argument for one path of fwd (the eager fast path or the general one)."""
+
+    def __init__(self, fwd):
+        self.fwd = fwd
+
+
+def test_single_pass_choice_reaches_the_c_api():
+    # 96 (sequence, head) pairs: the automatic choice is the single pass on an H200 (>= 70% of 132 SMs).
+    # Every choice stays close to float64 and runs with a caller workspace of get_workspace_size(same
+    # choice) bytes; the choice reaches the C API on both paths of fwd and in the size query.
+    d = U.make_inputs(B=1, T=128, H=96, state_dtype=torch.float32)
+    names = ("q", "k", "v", "g", "beta", "A_log", "dt_bias")
+    final_like = torch.empty_like(d["initial_state"])  # the calls below write a float32 final state
+
+    def size(choice):
+        return flash_kda.get_workspace_size(*[d[n] for n in names], -5.0, d["initial_state"], final_like,
+                                            d["cu_seqlens"], single_pass=choice)
+
+    sizes = {c: size(c) for c in (None, "auto", "never", "always", 0, 1, 2)}
+    print(f"\n[single_pass] workspace bytes {sizes}")
+    assert sizes[None] == sizes["auto"] == sizes[0] == sizes["always"] == sizes[2]
+    assert sizes["never"] == sizes[1] > 8 * max(sizes["auto"], 1)  # the two kernels' chunk records
+    ro, rs = U.reference_kda(**{k: d[k] for k in ("q", "k", "v", "g", "beta", "scale", "A_log", "dt_bias",
+                                                  "initial_state", "cu_seqlens")}, lower_bound=-5.0)
+    results = {}
+    for choice in ("auto", "never", "always"):
+        ws = torch.full((max(sizes[choice], 1),), 0xAB, dtype=torch.uint8, device="cuda")
+        for path in (flash_kda.fwd, flash_kda._ops._fwd_general):
+            out, fs = U.run_fwd(_Fwd(path), d, final_dtype=torch.float32,
+                                workspace=ws, single_pass=choice)
+            e_o, e_s = U.rel_l2(out, ro), U.rel_l2(fs, rs)
+            print(f"[single_pass {choice} {path.__name__}] out_err={e_o:.3e} state_err={e_s:.3e}")
+            assert U.finite(out) and U.finite(fs) and e_o < 4e-3 and e_s < 3e-3
+            if choice in results:
+                assert torch.equal(out, results[choice][0]) and torch.equal(fs, results[choice][1])
+            results[choice] = (out, fs)
+    assert torch.equal(results["auto"][0], results["always"][0])  # auto is the single pass here
+    # 'never' needs the two kernels' records: the single pass's workspace is refused by name.
+    small = torch.empty(max(sizes["auto"], 1), dtype=torch.uint8, device="cuda")
+    for path in (flash_kda.fwd, flash_kda._ops._fwd_general):
+        with pytest.raises(ValueError, match="workspace"):
+            U.run_fwd(_Fwd(path), d, final_dtype=torch.float32, workspace=small,
+                      single_pass="never")
+    # 'always' where the single pass does not take the call (the unbounded gate) fails by name.
+    for path in (flash_kda.fwd, flash_kda._ops._fwd_general):
+        with pytest.raises(ValueError, match="single_pass"):
+            U.run_fwd(_Fwd(path), d, lower_bound=None, final_dtype=torch.float32,
+                      single_pass="always")
+
+
 @pytest.mark.parametrize("kw, exc", [
     (dict(context_method="fast"), ValueError), (dict(context_method=7), ValueError),
     (dict(context_method=1.5), TypeError), (dict(context_split=-1), ValueError),
     (dict(context_split=65), ValueError), (dict(context_split="4"), TypeError),
+    (dict(single_pass="fast"), ValueError), (dict(single_pass=3), ValueError),
+    (dict(single_pass=True), TypeError), (dict(single_pass=1.0), TypeError),
 ])
 def test_bad_context_arguments_are_named(kw, exc):
     d = U.make_inputs(T=40, H=2, state_dtype=torch.float32)

@@ -87,6 +87,9 @@ def _case(name):
         d = U.make_inputs(B=1, T=60, H=2, state_dtype=f32)
         d["A_log"] = torch.nn.Parameter(d["A_log"])
         d["dt_bias"] = torch.nn.Parameter(d["dt_bias"])
+    elif name in ("many_pairs_never", "many_pairs_always"):  # 96 pairs: the single pass by default
+        d = U.make_inputs(B=1, T=64, H=96, state_dtype=f32)
+        kw["single_pass"] = 1 if name == "many_pairs_never" else 2
     else:
         raise AssertionError(name)
     return d, kw
@@ -94,7 +97,7 @@ def _case(name):
 
 TAKEN = ["dense", "varlen_int32", "gva_bf16_states", "softplus_no_params", "scale_none_int_lower_bound",
          "no_states", "fp32_g_beta_flat_dt_bias", "strided_rows", "preactivated", "neg_eigval_check_cu",
-         "empty_batch", "caller_workspace", "parameters_under_no_grad"]
+         "empty_batch", "caller_workspace", "parameters_under_no_grad", "many_pairs_never", "many_pairs_always"]
 
 
 def _buffers(d, final_dtype):
@@ -107,11 +110,12 @@ def _buffers(d, final_dtype):
 
 
 def _eager_args(d, out, fs, lower_bound=-5.0, workspace=None, gate_in_kernel=True, beta_sigmoid=True,
-                qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=False, context_split=0, context_method=0):
+                qk_l2norm=True, allow_neg_eigval=False, check_cu_seqlens=False, context_split=0, context_method=0,
+                single_pass=0):
     """_C._fwd_eager's positional arguments (the op's schema order)."""
     return (d["q"], d["k"], d["v"], d["g"], d["beta"], d["scale"], out, d["A_log"], d["dt_bias"], lower_bound,
             d["initial_state"], fs, d["cu_seqlens"], workspace, beta_sigmoid, qk_l2norm, gate_in_kernel,
-            allow_neg_eigval, check_cu_seqlens, context_split, context_method)
+            allow_neg_eigval, check_cu_seqlens, context_split, context_method, single_pass)
 
 
 def _run(fn, d, final_dtype=torch.float32, **kw):
@@ -327,7 +331,7 @@ def test_fast_path_errors_match_general_path(name):
             d["q"], d["k"], d["v"], d["g"], d["beta"], d["A_log"], d["dt_bias"], -5.0, d["initial_state"],
             kw["final_state"]) == 0:
         pytest.skip("this build needs no workspace for the case")
-    args = tuple(kw.values()) + (True, True, True, False, False, 0, 0)  # flags, context_split, context_method
+    args = tuple(kw.values()) + (True, True, True, False, False, 0, 0, 0)  # flags, context_*, single_pass
     errors = []
     for call in (lambda: EAGER(*args), lambda: _ops._fwd_general(**kw), lambda: flash_kda.fwd(**kw)):
         with pytest.raises(Exception) as info:
