@@ -20,6 +20,8 @@
 //        [--idle-ms N]         (default 300: the GPU idles N ms before each case's timed calls, so that
 //                               no case runs at the clock that the previous case's power draw left;
 //                               0: cases back to back, the protocol before 2026-12-01 16:00 UTC)
+//        [--no-states]         (no initial and no final state: what the states' loads and stores cost;
+//                               not part of the published protocol, which passes fp32 states)
 //        [--diagnose]          (also, after the graph replays: the eager time again, and the eager
 //                               call's GPU time alone, timed behind a 200 us kernel that keeps the
 //                               GPU busy while the host enqueues the call: JSON eager_again_ms and
@@ -45,6 +47,8 @@
 #include "tests/mini_json.h"
 
 namespace {
+
+bool g_no_states = false;  // --no-states
 
 using namespace kda::bench;
 
@@ -173,8 +177,10 @@ Result run_case(const Case& c, int iters, int context_split, int context_method,
     p.out = kda_tensor_contiguous(sets[s].out, KDA_DTYPE_BF16, 4, qk_shape);
     p.A_log = kda_tensor_contiguous(A_log, KDA_DTYPE_F32, 1, &H);
     p.dt_bias = kda_tensor_contiguous(dt_bias, KDA_DTYPE_F32, 2, dt_shape);
-    p.initial_state = kda_tensor_contiguous(sets[s].h0, KDA_DTYPE_F32, 4, st_shape);
-    p.final_state = kda_tensor_contiguous(sets[s].ht, KDA_DTYPE_F32, 4, st_shape);
+    if (!g_no_states) {
+      p.initial_state = kda_tensor_contiguous(sets[s].h0, KDA_DTYPE_F32, 4, st_shape);
+      p.final_state = kda_tensor_contiguous(sets[s].ht, KDA_DTYPE_F32, 4, st_shape);
+    }
     if (varlen) p.cu_seqlens = kda_tensor_contiguous(cu, KDA_DTYPE_I64, 1, cu_shape);
     p.lower_bound = -5.0f;
     p.scale = 1.0f / std::sqrt(128.0f);
@@ -300,11 +306,12 @@ int main(int argc, char** argv) {
     else if (a == "--context-warmup-chunks") warmup_chunks = std::atoi(next().c_str());
     else if (a == "--trusted-pointers") trusted_pointers = true;
     else if (a == "--diagnose") diagnose = true;
+    else if (a == "--no-states") g_no_states = true;
     else if (a == "--idle-ms") idle_ms = std::max(0, std::atoi(next().c_str()));
     else {
       std::fprintf(stderr,
                    "usage: %s --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]] "
-                   "[--context-split N] [--context-method M] [--context-warmup-chunks W] [--single-pass S] [--trusted-pointers] [--idle-ms N] [--diagnose]\n",
+                   "[--context-split N] [--context-method M] [--context-warmup-chunks W] [--single-pass S] [--trusted-pointers] [--idle-ms N] [--no-states] [--diagnose]\n",
                    argv[0]);
       return 2;
     }
