@@ -170,7 +170,8 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
     sequences with few heads are split over the GPU, for tests and tuning; pass the same values
     to ``get_workspace_size``. ``single_pass`` (None / 'auto', 'never', 'always': the C API's
     kda_single_pass) picks between the one-kernel forward and the preparation plus recurrence;
-    'never' is the choice for models whose gates decay slowly (README "Single pass"), 'always'
+    'never' is the choice for models whose gates decay slowly (README, "Layout and design": the
+    single pass's fallback), 'always'
     raises ValueError where the single pass does not take the call. The workspace size depends on
     it: pass the same value to ``get_workspace_size``.
 
