@@ -131,6 +131,7 @@ stage_sanitizer() {
   race="$race:GpuWarmup.MixedFallbackIsExactAndDeterministic:RingSync.RolesHandOver*"  # the warm-up's tail jobs (combine, pass 2) reuse the ring
   race="$race:GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic"
   race="$race:GpuSinglePass.ShapesAgainstFloat64AndTheTwoKernels:GpuSinglePass.DeterministicAndInPlace"  # its ring, reused up to 64 times
+  race="$race:GpuSinglePass.WalkingCtasMatchOneCtaPerUnit"  # the walk: the ring runs on across units
   for tool in memcheck synccheck racecheck; do
     local filter=$all
     [ "$tool" = racecheck ] && filter=$race

@@ -188,6 +188,82 @@ TEST(SinglePassRing, HandOverNeverRunsTwoPhasesAheadOfAWait) {
   }
 }
 
+// A walk of several units per CTA (single_pass_kernel.cuh's kWalk): the ring's steps run on across
+// units, and Kr's low part of a unit's last chunk sits in one buffer (st.kr_lo), written by the warp that
+// prepares that chunk (at the earliest as soon as it has handed over its previous chunk) and read by the
+// consumer at that step. Under random interleavings, with the hand-over rules above: the consumer has
+// taken the previous unit's last step before any warp may write the next one's, for units of
+// kSinglePassWalkMinChunks chunks or more. (The same simulation with units of 8 chunks reports the
+// overwrite: kMinChunks is what makes one buffer enough.)
+int walk_kr_lo_overwrites(int chunks, int units, uint64_t seed) {
+  using Lay = sm90::SinglePassLayout;
+  const int steps = chunks * units;
+  std::vector<int> full(Lay::kSlots, 0), empty(Lay::kSlots, 0);
+  std::vector<int> next(Lay::kPrepWarps);
+  for (int w = 0; w < Lay::kPrepWarps; ++w) next[w] = w;
+  int consumed = 0, overwrites = 0;
+  std::mt19937_64 rng(seed);
+  auto ready_to_write = [&](int j) {
+    if (j < Lay::kRing) return true;
+    const int prev = j - Lay::kRing;
+    return empty[prev % Lay::kSlots] > prev / Lay::kSlots;
+  };
+  // Warp w may write kr_lo for its next step once it has handed over the one before (or at its start).
+  auto writes_kr_lo_now = [&](int j) {
+    if (j >= steps || j % chunks != chunks - 1) return;
+    const int previous_last = j - chunks;  // the unit before's last step, whose kr_lo the consumer reads
+    if (previous_last >= 0 && consumed <= previous_last) ++overwrites;
+  };
+  for (int w = 0; w < Lay::kPrepWarps; ++w) writes_kr_lo_now(next[w]);
+  while (consumed < steps) {
+    std::vector<int> runnable;
+    for (int w = 0; w < Lay::kPrepWarps; ++w)
+      if (next[w] < steps && ready_to_write(next[w])) runnable.push_back(w);
+    if (full[consumed % Lay::kSlots] > consumed / Lay::kSlots) runnable.push_back(Lay::kPrepWarps);
+    if (runnable.empty()) return -1;  // deadlock
+    const int who = runnable[rng() % runnable.size()];
+    if (who < Lay::kPrepWarps) {
+      ++full[next[who] % Lay::kSlots];
+      next[who] += Lay::kPrepWarps;
+      writes_kr_lo_now(next[who]);
+    } else {
+      ++empty[consumed % Lay::kSlots];
+      ++consumed;
+    }
+  }
+  return overwrites;
+}
+
+TEST(SinglePassRing, WalkKeepsOneUnitsLastChunkInFlight) {
+  for (uint64_t seed = 1; seed <= 20; ++seed)
+    for (int chunks : {sm90::kSinglePassWalkMinChunks, sm90::kSinglePassWalkMinChunks + 5, 64}) {
+      const int r = walk_kr_lo_overwrites(chunks, 9, seed);
+      ASSERT_GE(r, 0) << "deadlock, " << chunks << " chunks, seed " << seed;
+      EXPECT_EQ(r, 0) << chunks << " chunks per unit, seed " << seed;
+    }
+  // The rule is not vacuous: units of 8 chunks would overwrite a last chunk's Kr still to be read.
+  int seen = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) seen += walk_kr_lo_overwrites(8, 9, seed) > 0;
+  EXPECT_GT(seen, 0);
+}
+
+// The launcher's rule for a walk (single_pass_walks): only whole sequences of a fixed-length batch in
+// whole chunks, more units than SMs, kSinglePassWalkMinChunks to kSinglePassWalkMaxChunks chunks each
+// (the minimum is the ring's rule above; outside the maximum a walk measured slower).
+TEST(SinglePassRing, WalkOnlyWhereTheLauncherRuleAllows) {
+  const int lo = sm90::kSinglePassWalkMinChunks, hi = sm90::kSinglePassWalkMaxChunks;
+  EXPECT_TRUE(sm90::single_pass_walks(true, 1, 2048, 132, 32));  // B64_T512_H32
+  EXPECT_TRUE(sm90::single_pass_walks(true, 1, 133, 132, lo));
+  EXPECT_TRUE(sm90::single_pass_walks(true, 1, 133, 132, hi));
+  EXPECT_FALSE(sm90::single_pass_walks(true, 1, 8192, 132, 8));     // B256_T128_H32: shorter than the ring allows
+  EXPECT_FALSE(sm90::single_pass_walks(true, 1, 133, 132, lo - 1));
+  EXPECT_FALSE(sm90::single_pass_walks(true, 1, 133, 132, hi + 1));
+  EXPECT_FALSE(sm90::single_pass_walks(true, 1, 512, 132, 256));    // B16_T4096_H32
+  EXPECT_FALSE(sm90::single_pass_walks(true, 1, 132, 132, 32));     // no more units than SMs
+  EXPECT_FALSE(sm90::single_pass_walks(true, 2, 2048, 132, 32));    // pieces
+  EXPECT_FALSE(sm90::single_pass_walks(false, 1, 2048, 132, 32));   // packed or a partial chunk
+}
+
 // The bounded pieces' hand-over (single_pass_kernel.cuh, design.md §3.5 "Pieces") under random
 // interleavings: a piece's warps prepare nc <= kSinglePassWarmupCap candidate chunks first (steps 0 ..
 // nc - 1), each candidate's warp arrives on the decision barrier at its acquire, and once all have

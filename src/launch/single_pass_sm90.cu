@@ -37,11 +37,11 @@ bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorM
 // One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces
 // with a forced warm-up), as a programmatic dependent launch of the caller's previous kernel (the kernel
 // waits for it before reading anything).
-template <bool kPartial, bool kPieces>
+template <bool kPartial, bool kPieces, bool kWalk = false>
 kda_status launch_kernel_for(dim3 grid, const SinglePassParams& sp, const CUtensorMap& qmap, const CUtensorMap& kmap,
                              const CUtensorMap& gmap, const CUtensorMap& vmap, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(tile::smem_bytes<SinglePassLayout::Storage>());
-  return launch_with_smem<single_pass_kernel<kPartial, kPieces>>("single_pass_kernel", grid, SinglePassLayout::kThreads,
+  return launch_with_smem<single_pass_kernel<kPartial, kPieces, kWalk>>("single_pass_kernel", grid, SinglePassLayout::kThreads,
                                                                   kSmem, stream, true, sp, qmap, kmap, gmap, vmap);
 }
 
@@ -139,10 +139,14 @@ kda_status maybe_single_pass(const Problem& pr, const RecurrencePlan& plan, cons
   sp.epoch = bounded ? fail_space : nullptr;  // (its first word; the flags after it)
   sp.piece_fail = bounded ? fail_space + 1 : nullptr;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-  const dim3 grid(static_cast<unsigned>(pr.N * pr.HV * sp.pieces));
   const bool partial = pr.varlen || pr.T % 16 != 0;
+  // One CTA per SM walking its units in turn (single_pass_kernel.cuh's kWalk; the rule in
+  // single_pass_layout.h), else one CTA per unit (and piece).
+  const bool walk = single_pass_walks(!partial, sp.pieces, sp.units, plan.sms, pr.T / 16);
+  const dim3 grid(static_cast<unsigned>(walk ? plan.sms : pr.N * pr.HV * sp.pieces));
   const kda_status s = sp.pieces > 1 ? launch_kernel_for<false, true>(grid, sp, qmap, kmap, gmap, vmap, stream)
                        : partial     ? launch_kernel_for<true, false>(grid, sp, qmap, kmap, gmap, vmap, stream)
+                       : walk        ? launch_kernel_for<false, false, true>(grid, sp, qmap, kmap, gmap, vmap, stream)
                                      : launch_kernel_for<false, false>(grid, sp, qmap, kmap, gmap, vmap, stream);
   out->launched = s.code == KDA_OK;
   out->pieces = sp.pieces;

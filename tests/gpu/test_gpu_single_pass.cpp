@@ -8,6 +8,7 @@
 // gpu_harness.h.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -228,6 +229,98 @@ TEST(GpuSinglePass, DeterministicAndInPlace) {
   ASSERT_EQ(run_on_gpu(pc).code, KDA_OK);
   EXPECT_EQ(0, std::memcmp(c.initial_f32.data(), a.final_f32.data(), a.final_f32.size() * 4)) << "in place";
   EXPECT_EQ(0, std::memcmp(c.out.data(), a.out.data(), a.out.size() * 2)) << "in place: out";
+}
+
+// Rows b0 .. b0 + nb - 1 of a fixed-length problem as a problem of their own (inputs, states, out).
+RandomProblem batch_rows(const RandomProblem& p, int64_t b0, int64_t nb) {
+  RandomProblem r = p;
+  r.spec.B = nb;
+  r.N = nb;
+  const int64_t T = p.spec.T, H = p.spec.H, HV = p.spec.HV, S = 128 * 128;
+  auto cut = [&](auto& dst, const auto& src, int64_t per_row) {
+    dst.assign(src.begin() + b0 * per_row, src.begin() + (b0 + nb) * per_row);
+  };
+  cut(r.q, p.q, T * H * 128);
+  cut(r.k, p.k, T * H * 128);
+  cut(r.v, p.v, T * HV * 128);
+  cut(r.g, p.g, T * HV * 128);
+  cut(r.beta, p.beta, T * HV);
+  cut(r.out, p.out, T * HV * 128);
+  if (!p.initial_f32.empty()) cut(r.initial_f32, p.initial_f32, HV * S);
+  if (!p.final_f32.empty()) cut(r.final_f32, p.final_f32, HV * S);
+  if (!p.initial_bf16.empty()) cut(r.initial_bf16, p.initial_bf16, HV * S);
+  if (!p.final_bf16.empty()) cut(r.final_bf16, p.final_bf16, HV * S);
+  return r;
+}
+
+// More (sequence, head) units than SMs in whole chunks of at least kSinglePassWalkMinChunks: one CTA per
+// SM walks its units in turn (single_pass_kernel.cuh's kWalk: the ring runs on across units, the
+// preparation warps' dt_bias per unit, the consumers' states swapped at each boundary). Every unit must
+// come out bitwise as when the same rows run in calls of few units (one CTA per unit, no walk), in place
+// too, and the whole call close to float64.
+TEST(GpuSinglePass, WalkingCtasMatchOneCtaPerUnit) {
+  KDA_SKIP_WITHOUT_SM90();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  struct Shape {
+    int64_t B, T, H, HV, rows_per_call;
+    kda_dtype state;
+  };
+  // 160 units (28 CTAs walk two on 132 SMs), 400 units (about three each) with bf16 states and
+  // grouped heads, 528 units of 16 chunks (four each).
+  const Shape shapes[] = {{40, 256, 2, 4, 8, KDA_DTYPE_F32}, {50, 512, 4, 8, 10, KDA_DTYPE_BF16},
+                          {66, 256, 4, 8, 12, KDA_DTYPE_F32}};
+  uint64_t seed = 900;
+  for (const Shape& sh : shapes) {
+    ProblemSpec s;
+    s.B = sh.B;
+    s.T = sh.T;
+    s.H = sh.H;
+    s.HV = sh.HV;
+    s.initial_state = s.final_state = sh.state;
+    s.seed = ++seed;
+    char name[96];
+    std::snprintf(name, sizeof(name), "walk B%lld T%lld H%lld HV%lld", static_cast<long long>(sh.B),
+                  static_cast<long long>(sh.T), static_cast<long long>(sh.H), static_cast<long long>(sh.HV));
+    const RandomProblem input = make_random_problem(s);
+    RandomProblem whole = input;
+    kda_fwd_params pw = whole.params();
+    always(pw);
+    ASSERT_EQ(run_on_gpu(pw).code, KDA_OK) << name;
+    ASSERT_GT(sh.B * sh.HV, sms) << name << ": fewer units than SMs, no walk";
+    ASSERT_LE(sh.rows_per_call * sh.HV, sms) << name << ": the reference calls must not walk";
+    for (int64_t b0 = 0; b0 < sh.B; b0 += sh.rows_per_call) {
+      const int64_t nb = std::min(sh.rows_per_call, sh.B - b0);
+      RandomProblem part = batch_rows(input, b0, nb);
+      kda_fwd_params pp = part.params();
+      always(pp);
+      ASSERT_EQ(run_on_gpu(pp).code, KDA_OK) << name;
+      const RandomProblem mine = batch_rows(whole, b0, nb);
+      expect_identical(mine, part, (std::string(name) + ": rows " + std::to_string(b0) + "+").c_str());
+    }
+    // In place (final_state is initial_state's buffer): the same bits.
+    RandomProblem in_place = input;
+    kda_fwd_params pi = in_place.params();
+    pi.final_state.data = pi.initial_state.data;
+    always(pi);
+    ASSERT_EQ(run_on_gpu(pi).code, KDA_OK) << name;
+    EXPECT_EQ(in_place.out, whole.out) << name << ": in place, out";
+    if (sh.state == KDA_DTYPE_F32)
+      EXPECT_EQ(0, std::memcmp(in_place.initial_f32.data(), whole.final_f32.data(), whole.final_f32.size() * 4))
+          << name << ": in place, state";
+    else
+      EXPECT_EQ(in_place.initial_bf16, whole.final_bf16) << name << ": in place, state";
+    std::printf("[ single  ] %s: %lld units on %d SMs, bitwise the calls of %lld rows, in place too\n", name,
+                static_cast<long long>(sh.B * sh.HV), sms, static_cast<long long>(sh.rows_per_call));
+  }
+  // The first shape against float64 and the two kernels.
+  ProblemSpec s;
+  s.B = 40;
+  s.T = 256;
+  s.H = 2;
+  s.HV = 4;
+  s.seed = 901;
+  check_both_paths(s, "walk B40 T256 H2 HV4");
 }
 
 TEST(GpuSinglePass, RefusesWhatItDoesNotTakeByName) {

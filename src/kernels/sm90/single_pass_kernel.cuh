@@ -91,7 +91,7 @@ __device__ __noinline__ int longest_first(const SequenceLayout& s, int rank) {
 // kPieces: sequences cut into p.pieces pieces, bounded (p.piece_fail set) or with a forced warm-up
 // (testing and measuring only; SinglePassParams::pieces); false: whole sequences (p.pieces = 1), all
 // of them or, as the fallback of bounded pieces (p.redo_fail set), those whose pieces fell back.
-template <bool kPartial, bool kPieces = false>
+template <bool kPartial, bool kPieces = false, bool kWalk = false>
 __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     single_pass_kernel(const __grid_constant__ SinglePassParams p, const __grid_constant__ CUtensorMap qmap,
                        const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap gmap,
@@ -108,6 +108,13 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   int seq = unit0 / p.HV;
   const int hv = unit0 % p.HV;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // kWalk (whole sequences of a fixed-length batch in whole chunks): a grid smaller than the units walks
+  // them in turn, CTA b units b, b + gridDim.x, ... (the launcher gives it one CTA per SM where the units
+  // outnumber the SMs and hold 16 to 64 chunks each: single_pass_walks in single_pass_layout.h), the ring's steps running on
+  // across units so that the preparation warps start the next unit while the consumers finish this one
+  // (docs/design.md §3.5: ~5 us per unit of ring fill and drain otherwise). walk_units: this CTA's.
+  static_assert(!kWalk || (!kPieces && !kPartial), "a walk: whole sequences in whole chunks");
+  const int walk_units = kWalk ? (p.units - unit0 + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x) : 1;
   // The sequence (a batch row, or cu_seqlens' entries clamped to the packed length: never out of
   // bounds, sequence_map.cuh); cu_seqlens is read after the wait below.
   SequenceSpan span;
@@ -180,8 +187,8 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   if (warp < Lay::kPrepWarps) {
     // ---- Preparation warps (single_pass_prep_role.cuh) ---------------------------------------------
     ptx::setmaxnreg_dec<Lay::kPrepRegs>();
-    const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, final_split};
-    single_pass_prepare<kPartial, kPieces>(p, st, &qmap, &kmap, &gmap, &vmap, walk, warp, lane);
+    const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, final_split, walk_units};
+    single_pass_prepare<kPartial, kPieces, kWalk>(p, st, &qmap, &kmap, &gmap, &vmap, walk, warp, lane);
     return;
   }
 
@@ -200,9 +207,16 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // (The unit's index again at the end, from shared memory: live through the chunk loop beside both
   // states it made the consumers spill.)
   auto unit_of = [&] { return static_cast<int64_t>(*static_cast<volatile int32_t*>(&cta_seq)) * p.HV + hv; };
+  int walk_k = 0;  // kWalk: the unit of the walk the consumers are on (unit unit0 + walk_k · gridDim.x)
+  // kWalk: that unit's batch row and head, for its outputs (updated at each boundary: no division per step).
+  int walk_seq = seq, walk_hv = hv;
+  auto unit_now = [&]() -> int64_t {
+    if constexpr (kWalk) return static_cast<int64_t>(unit0) + static_cast<int64_t>(walk_k) * gridDim.x;
+    else return unit_of();
+  };
   S_t S, S2;
   auto load_state = [&](S_t& Sh, int row0) {
-    const int64_t base = (unit_of() * 128 + row0) * 128;
+    const int64_t base = (unit_now() * 128 + row0) * 128;
 #pragma unroll
     for (int e = 0; e < S_t::kCount; e += 2) {
       const int64_t idx = base + S_t::row(t, e) * 128 + S_t::col(t, e);
@@ -220,8 +234,38 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       }
     }
   };
+  auto store_state = [&](const S_t& Sh, int row0) {
+    const int64_t base = (unit_now() * 128 + row0) * 128;
+#pragma unroll
+    for (int e = 0; e < S_t::kCount; e += 2) {
+      const int64_t idx = base + S_t::row(t, e) * 128 + S_t::col(t, e);
+      if (p.final_is_f32)
+        *reinterpret_cast<float2*>(static_cast<float*>(p.final_state) + idx) = make_float2(Sh.v[e], Sh.v[e + 1]);
+      else
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.final_state) + idx) =
+            __floats2bfloat162_rn(Sh.v[e], Sh.v[e + 1]);
+    }
+  };
   load_state(S, 0);
   load_state(S2, 64);
+  // The unit whose outputs the steps store (kWalk: the walk's current one, recomputed from walk_k where
+  // used: kept live through the loop, its span and head made the consumers spill).
+  auto out_span = [&]() -> SequenceSpan {
+    if constexpr (kWalk) {
+      SequenceSpan o;
+      o.batch = walk_seq;
+      o.t0 = 0;
+      o.len = p.pp.seq.T;
+      o.vbase = 0;
+      return o;
+    } else {
+      return span;
+    }
+  };
+  auto out_hv = [&]() -> int {
+    if constexpr (kWalk) return walk_hv;
+    else return hv;
+  };
   RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
   rp.out = p.out;
   rp.out_st = p.out_st;
@@ -240,7 +284,8 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
         o[0][e] = uo.v[8 + e] + xo.v[8 + e];
         o[1][e] = uo.v[12 + e] + xo.v[12 + e];
       }
-      store_out_rows(o, out_tile, rp, span, hv, c, kPartial ? min(16, span.len - 16 * c) : 16, 64 * half + 16 * wi, lane);
+      store_out_rows(o, out_tile, rp, out_span(), out_hv(), c, kPartial ? min(16, span.len - 16 * c) : 16,
+                     64 * half + 16 * wi, lane);
     }
     ptx::wgmma_wait_group<0>();
     Sh.fence_operand();
@@ -260,14 +305,52 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     ptx::mbar_arrive(&st.empty[slot]);
     return true;
   };
-  const int plain = final_split ? steps - 1 : steps;
   int j = 0;
-  while (j < plain && chunk(j, std::false_type{})) ++j;
-  if (j == plain && final_split && chunk(steps - 1, std::true_type{})) j = steps;
+  if constexpr (kWalk) {
+    // Unit after unit: at each boundary the finished unit's final state goes out and the next one's
+    // initial state comes in, while the preparation warps are already on the next unit's chunks (the
+    // ring's step j runs on; steps >= kSinglePassWalkMinChunks where walk_units > 1: the launcher's rule).
+    // Each unit's chunks as in the loop below (its last one apart where final_split), the boundary
+    // between units outside the steps' loop.
+    auto walk_step = [&](int c, auto kFinal) {  // ring step j: chunk c of the walk's current unit
+      auto& stg = st.stage[j % kRing];
+      ptx::mbar_wait(&st.full[j % kSlots], (j / kSlots) & 1);
+      ptx::fence_proxy_async_shared();  // the stage's record part came through the generic proxy
+      step(S, 0, stg, c, true, kFinal);
+      step(S2, 1, stg, c, true, kFinal);
+      ptx::mbar_arrive(&st.empty[j % kSlots]);
+      ++j;
+    };
+    const int plain = final_split ? steps - 1 : steps;
+    for (int k = 0; k < walk_units; ++k) {
+      if (k > 0) {
+        if (p.final_state != nullptr) {
+          store_state(S, 0);
+          store_state(S2, 64);
+        }
+        ++walk_k;
+        // The unit gridDim.x further, as its (row, head) pair (once per unit, not per step).
+        walk_hv += static_cast<int>(gridDim.x) % p.HV;
+        walk_seq += static_cast<int>(gridDim.x) / p.HV;
+        if (walk_hv >= p.HV) {
+          walk_hv -= p.HV;
+          ++walk_seq;
+        }
+        load_state(S, 0);
+        load_state(S2, 64);
+      }
+      for (int c = 0; c < plain; ++c) walk_step(c, std::false_type{});
+      if (final_split) walk_step(steps - 1, std::true_type{});
+    }
+  } else {
+    const int plain = final_split ? steps - 1 : steps;
+    while (j < plain && chunk(j, std::false_type{})) ++j;
+    if (j == plain && final_split && chunk(steps - 1, std::true_type{})) j = steps;
+  }
   const bool skipped = bounded && j < steps;
   if (skipped) {  // (bounded pieces only) step j's stage came marked: drain the ring
     ptx::mbar_arrive(&st.empty[j % kSlots]);
-    for (++j; j < steps; ++j) {
+    for (++j; j < steps; ++j) {  // (bounded pieces: not a walk)
       ptx::mbar_wait(&st.full[j % kSlots], (j / kSlots) & 1);
       ptx::mbar_arrive(&st.empty[j % kSlots]);
     }
@@ -276,18 +359,6 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // A piece that stopped because its unit falls back says so itself too (single_pass_fallback.cuh).
   if (bounded && skipped && t == 0) ptx::st_relaxed(p.piece_fail + blockIdx.x, piece_word(st.epoch, true));
   if (p.final_state != nullptr && (!kPieces || fin) && !skipped) {
-    auto store_state = [&](const S_t& Sh, int row0) {
-      const int64_t base = (unit_of() * 128 + row0) * 128;
-#pragma unroll
-      for (int e = 0; e < S_t::kCount; e += 2) {
-        const int64_t idx = base + S_t::row(t, e) * 128 + S_t::col(t, e);
-        if (p.final_is_f32)
-          *reinterpret_cast<float2*>(static_cast<float*>(p.final_state) + idx) = make_float2(Sh.v[e], Sh.v[e + 1]);
-        else
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.final_state) + idx) =
-              __floats2bfloat162_rn(Sh.v[e], Sh.v[e + 1]);
-      }
-    };
     store_state(S, 0);
     store_state(S2, 64);
   }

@@ -25,6 +25,22 @@ namespace kda::sm90 {
 inline constexpr int kSinglePassWarmupCap = 2;
 static_assert(kSinglePassWarmupCap >= 1 && kSinglePassWarmupCap <= kWarmupCap, "within the two kernels' cap");
 
+// A CTA of the single pass walks several whole sequences in turn (single_pass_kernel.cuh's kWalk) only
+// when each holds at least this many chunks: Kr's low part (st.kr_lo, the last chunk's) and the ring then
+// never hold two units' last chunks at once (a warp runs at most kPrepWarps + kRing steps ahead).
+inline constexpr int kSinglePassWalkMinChunks = 16;
+// ... and at most this many: a walk saves a unit's ring fill and drain and its state's wait (~2.5 us per
+// unit boundary), worth it where units are short; on units of 256 chunks it measured 1-2% slower
+// (B16_T4096_H32, 2026-12-02), at 64-128 even (docs/performance_notes.md, version 46).
+inline constexpr int kSinglePassWalkMaxChunks = 64;
+// The launcher's rule (single_pass_sm90.cu): a launch on whole sequences (pieces == 1) of a fixed-length
+// batch in whole chunks (`fixed_whole`), more units than SMs, each of kSinglePassWalkMinChunks to
+// kSinglePassWalkMaxChunks chunks, runs one CTA per SM that walks its units; any other, one per unit.
+constexpr bool single_pass_walks(bool fixed_whole, int pieces, int64_t units, int sms, int64_t chunks) {
+  return fixed_whole && pieces == 1 && units > sms && chunks >= kSinglePassWalkMinChunks &&
+         chunks <= kSinglePassWalkMaxChunks;
+}
+
 struct SinglePassLayout {
   using L = WgmmaRecurrenceLayout<2>;  // the stage: the record's tiles, then two 16 x 64 value tiles
   static constexpr int kPrepWarps = 8;
@@ -50,6 +66,7 @@ struct SinglePassLayout {
     float wbound[kSinglePassWarmupCap];
     int32_t nc, c0;  // the piece's candidates and first chunk (read back where registers are short)
     int32_t skip[kRing];  // bounded pieces: 1 where the stage was handed over unprepared (its unit fell back)
+    alignas(16) float dtb_w[kPrepWarps][128];  // a walk's (kWalk): each preparation warp's own copy of dt_bias
   };
   static_assert(tile::smem_bytes<Storage>() <= 232448, "fits in one SM's shared memory");
   static_assert(ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kPrepRegs, kConsumerRegs}),

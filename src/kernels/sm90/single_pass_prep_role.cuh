@@ -31,6 +31,7 @@ struct SinglePassWalk {
   SequenceSpan span;
   int unit0, hv, c_first, c_out, steps, nc;
   bool fin, bounded, final_split;
+  int walk_units;  // whole sequences of a fixed-length batch (kWalk): this CTA's units, steps chunks each
 };
 
 // A bounded piece's warm-up, decided by every role alike once the candidates' bounds have arrived on
@@ -48,7 +49,7 @@ __device__ __forceinline__ int decide_warmup(SinglePassLayout::Storage& st) {
 
 // The preparation warps (warp < kPrepWarps): warp w prepares chunks c_first + w, + 8, ... and hands each
 // over in its ring stage (RecordTo::kLate).
-template <bool kPartial, bool kPieces>
+template <bool kPartial, bool kPieces, bool kWalk = false>
 __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, SinglePassLayout::Storage& st,
                                                     const CUtensorMap* qmap, const CUtensorMap* kmap,
                                                     const CUtensorMap* gmap, const CUtensorMap* vmap,
@@ -62,19 +63,45 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
   // samples, the kernel 10% slower; rolled, T8192_H64 -4.5% and T32768_H32 -7% bounded, while the
   // whole-sequence instances lose 2-4% rolled: docs/performance_notes.md, version 40).
   constexpr int kPrepKeyUnroll = kPieces ? 1 : 2;
-  const int hv = w.hv, unit0 = w.unit0, c_first = w.c_first, steps = w.steps;
+  const int unit0 = w.unit0, c_first = w.c_first, steps = w.steps;
   const bool bounded = w.bounded, final_split = w.final_split;
+  // kWalk (single_pass_kernel.cuh): the CTA's units one after another, ring step j = chunk j % steps of
+  // the walk's unit j / steps; the unit's head and sequence change at each boundary, and with them this
+  // warp's copy of the head's dt_bias (its own: the warps cross a boundary at different times).
+  int hv = w.hv;
   const SequenceSpan& span = w.span;
   auto& ps = st.prep[warp];
-  const int hq = hv / p.pp.group;
+  int hq = hv / p.pp.group;
+  const float* dt_s = kWalk ? st.dtb_w[warp] : st.dtb;
+  int walk_k = -1, walk_seq = 0, walk_c = warp, walk_next = 0;
   uint32_t i = 0;  // this warp's chunks so far
   // Bounded pieces: once this warp has found the piece given up (below), every later chunk of the warp
   // is handed over marked without its boxes: none issued, none waited for (the box barrier's phase is
   // never waited on again), so a given-up piece no longer reads its chunks' q, k and g.
   bool gone = false;
-  for (int j = warp; j < steps; j += Lay::kPrepWarps, ++i) {  // chunk c_first + j
-    const int c = kPieces ? c_first + j : j;
-    const warp_prep::ChunkCoords cc{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
+  for (int j = warp; j < (kWalk ? w.walk_units * steps : steps); j += Lay::kPrepWarps, ++i) {  // chunk c_first + j
+    int c = kPieces ? c_first + j : j;
+    if constexpr (kWalk) {  // (a fixed-length batch: sequence = batch row, from token 0, whole chunks)
+      // chunk c of the walk's unit k (j = k · steps + c; steps >= kPrepWarps, one wrap at most per advance)
+      c = walk_c;
+      walk_c += Lay::kPrepWarps;
+      if (walk_c >= steps) walk_c -= steps;
+      const int k = walk_next;
+      if (walk_c < Lay::kPrepWarps) ++walk_next;  // (the advance wrapped: the next chunk is the next unit's)
+      if (k != walk_k) {  // a new unit: its head's dt_bias (this warp's previous chunk is done with the copy)
+        walk_k = k;
+        const int u = unit0 + k * static_cast<int>(gridDim.x);
+        hv = u % p.HV;
+        hq = hv / p.pp.group;
+        walk_seq = u / p.HV;
+        float* d = st.dtb_w[warp];
+#pragma unroll
+        for (int e = lane; e < 128; e += 32) d[e] = p.pp.dt_bias != nullptr ? p.pp.dt_bias[hv * 128 + e] : 0.0f;
+        __syncwarp();
+      }
+    }
+    const warp_prep::ChunkCoords cc = kWalk ? warp_prep::ChunkCoords{walk_seq, 16 * c, 16}
+                                            : warp_prep::ChunkCoords{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
     if (!gone) warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap, cc, hv, hq);
     // Bounded pieces: once another piece of this call has flagged the unit (it runs again after this
     // grid: on the single pass's whole sequences or on the two kernels), the chunk is not prepared, only
@@ -147,7 +174,7 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
       }
       return reinterpret_cast<uint8_t*>(&st.stage[s]);
     };
-    uint8_t* kr_lo = final_split && j == steps - 1 ? st.kr_lo.bytes : nullptr;
+    uint8_t* kr_lo = final_split && (kWalk ? c : j) == steps - 1 ? st.kr_lo.bytes : nullptr;
     // (A dead chunk: acquire() at once, from prep_warp_chunk once its boxes have landed or, the warp
     // gone, here without boxes; a candidate's bound +inf, the stage marked.)
     if (gone)
@@ -155,7 +182,7 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
     else
       warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, kPrepKeyUnroll, kPartial, decltype(acquire), kPieces,
                                  decltype(skip)>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps,
-                                                 acquire, st.dtb, kr_lo, skip);
+                                                 acquire, dt_s, kr_lo, skip);
     gone = dead;
     if (stop) break;
     if (r < 0) continue;
