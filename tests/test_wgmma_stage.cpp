@@ -7,6 +7,7 @@
 // single pass's ring (single_pass_layout.h): its hand-over simulated under random interleavings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -262,6 +263,40 @@ TEST(SinglePassRing, WalkOnlyWhereTheLauncherRuleAllows) {
   EXPECT_FALSE(sm90::single_pass_walks(true, 1, 132, 132, 32));     // no more units than SMs
   EXPECT_FALSE(sm90::single_pass_walks(true, 2, 2048, 132, 32));    // pieces
   EXPECT_FALSE(sm90::single_pass_walks(false, 1, 2048, 132, 32));   // packed or a partial chunk
+}
+
+// The walk's arithmetic without divisions (walk_advance_chunk, walk_advance_unit; single_pass_kernel.cuh
+// and single_pass_prep_role.cuh) against the divisions it replaces: every preparation warp's ring steps
+// j = warp, warp + 8, ... map to chunk j mod steps of unit j / steps, and the consumers' unit advanced
+// by the grid at each boundary is (unit0 + k · grid) / HV, mod HV, for grids smaller and larger than HV.
+TEST(SinglePassRing, WalkArithmeticMatchesDivision) {
+  using Lay = sm90::SinglePassLayout;
+  int checked = 0;
+  for (int steps = Lay::kPrepWarps; steps <= 70; ++steps)
+    for (int warp = 0; warp < Lay::kPrepWarps; ++warp) {
+      const int units = 5;
+      int c = warp, next = 0;
+      for (int j = warp; j < units * steps; j += Lay::kPrepWarps) {
+        const int k = next;
+        ASSERT_EQ(c, j % steps) << "steps " << steps << ", warp " << warp << ", step " << j;
+        ASSERT_EQ(k, j / steps) << "steps " << steps << ", warp " << warp << ", step " << j;
+        sm90::walk_advance_chunk(c, next, Lay::kPrepWarps, steps);
+        ++checked;
+      }
+    }
+  for (int HV : {1, 2, 3, 8, 32, 64, 96, 131, 132, 133, 500})
+    for (int grid : {1, 7, 78, 132, 264})
+      for (int unit0 = 0; unit0 < grid; unit0 += std::max(1, grid / 5)) {
+        int seq = unit0 / HV, hv = unit0 % HV;
+        for (int k = 1; k < 40; ++k) {
+          sm90::walk_advance_unit(seq, hv, grid, HV);
+          const int64_t u = unit0 + static_cast<int64_t>(k) * grid;
+          ASSERT_EQ(seq, u / HV) << "HV " << HV << ", grid " << grid << ", unit0 " << unit0 << ", k " << k;
+          ASSERT_EQ(hv, u % HV) << "HV " << HV << ", grid " << grid << ", unit0 " << unit0 << ", k " << k;
+          ++checked;
+        }
+      }
+  EXPECT_GT(checked, 10000);
 }
 
 // The bounded pieces' hand-over (single_pass_kernel.cuh, design.md §3.5 "Pieces") under random

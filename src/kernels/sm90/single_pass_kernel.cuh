@@ -330,12 +330,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
         }
         ++walk_k;
         // The unit gridDim.x further, as its (row, head) pair (once per unit, not per step).
-        walk_hv += static_cast<int>(gridDim.x) % p.HV;
-        walk_seq += static_cast<int>(gridDim.x) / p.HV;
-        if (walk_hv >= p.HV) {
-          walk_hv -= p.HV;
-          ++walk_seq;
-        }
+        walk_advance_unit(walk_seq, walk_hv, static_cast<int>(gridDim.x), p.HV);
         load_state(S, 0);
         load_state(S2, 64);
       }

@@ -41,6 +41,25 @@ constexpr bool single_pass_walks(bool fixed_whole, int pieces, int64_t units, in
          chunks <= kSinglePassWalkMaxChunks;
 }
 
+// A walk's arithmetic without a division in its loops (host-tested against the divisions it replaces,
+// tests/test_wgmma_stage.cpp). A preparation warp's next ring step is `by` (kPrepWarps) chunks further:
+// chunk c of the walk's unit k becomes chunk (c + by) mod steps, of unit k + 1 where that wrapped
+// (steps >= by: one wrap at most). `next` is the unit of the chunk after (c's own unit is read first).
+constexpr void walk_advance_chunk(int& c, int& next, int by, int steps) {
+  c += by;
+  if (c >= steps) c -= steps;
+  if (c < by) ++next;  // (the advance wrapped: the next chunk is the next unit's)
+}
+// The consumers' unit `stride` (the grid) further, as its (batch row, head) pair.
+constexpr void walk_advance_unit(int& seq, int& hv, int stride, int HV) {
+  hv += stride % HV;
+  seq += stride / HV;
+  if (hv >= HV) {
+    hv -= HV;
+    ++seq;
+  }
+}
+
 struct SinglePassLayout {
   using L = WgmmaRecurrenceLayout<2>;  // the stage: the record's tiles, then two 16 x 64 value tiles
   static constexpr int kPrepWarps = 8;

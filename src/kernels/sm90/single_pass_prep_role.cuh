@@ -84,10 +84,8 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
     if constexpr (kWalk) {  // (a fixed-length batch: sequence = batch row, from token 0, whole chunks)
       // chunk c of the walk's unit k (j = k · steps + c; steps >= kPrepWarps, one wrap at most per advance)
       c = walk_c;
-      walk_c += Lay::kPrepWarps;
-      if (walk_c >= steps) walk_c -= steps;
       const int k = walk_next;
-      if (walk_c < Lay::kPrepWarps) ++walk_next;  // (the advance wrapped: the next chunk is the next unit's)
+      walk_advance_chunk(walk_c, walk_next, Lay::kPrepWarps, steps);  // (single_pass_layout.h)
       if (k != walk_k) {  // a new unit: its head's dt_bias (this warp's previous chunk is done with the copy)
         walk_k = k;
         const int u = unit0 + k * static_cast<int>(gridDim.x);
