@@ -3,7 +3,8 @@
 // head) in the kPieces instance (sequence parallelism by the bounded warm-up: the candidates' decay
 // bounds decide each piece's warm-up, a unit that needs more falls back after the grid, to the two
 // kernels or to this kernel's whole-sequence instance, single_pass_fallback.cuh; or a forced warm-up,
-// testing only):
+// testing only), or, in the kWalk instance (version 46), one CTA per SM that walks several whole
+// sequences' units in turn with the ring running on across them (single_pass_walks, single_pass_layout.h):
 //
 //   eight preparation warps   warp w prepares chunks w, w + 8, ... (single_pass_prep_role.cuh, over
 //                             warp_prep.cuh's RecordTo::kLate):
