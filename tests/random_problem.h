@@ -33,6 +33,17 @@ struct ProblemSpec {
   uint64_t seed = 1;
 };
 
+// A fixed-length spec of B x T tokens, H query and HV value heads, the other fields their defaults.
+inline ProblemSpec fixed_spec(int64_t B, int64_t T, int64_t H, int64_t HV, uint64_t seed) {
+  ProblemSpec s;
+  s.B = B;
+  s.T = T;
+  s.H = H;
+  s.HV = HV;
+  s.seed = seed;
+  return s;
+}
+
 struct RandomProblem {
   ProblemSpec spec;
   int64_t N = 0;

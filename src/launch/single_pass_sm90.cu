@@ -22,16 +22,20 @@ HeadBox head_box(const kda_tensor& x, int64_t heads, int64_t T, int64_t B) {
 }
 // Whether a tensor map describes it (tensor_map.h: no broadcast dimension, a 16-byte aligned base,
 // strides of whole 16 bytes, a contiguous innermost dimension), from host arithmetic only; box_map
-// then encodes it (the driver may still refuse: the call then runs on the two kernels).
+// then encodes it, with the same checks (the driver may still refuse: the call then runs on the two
+// kernels).
+bool box_shape_ok(const kda_tensor& x, int64_t heads, int64_t T, int64_t B) {
+  return T > 0 && heads > 0 && B > 0 && x.stride[3] == 1;
+}
 bool box_mappable(const kda_tensor& x, int64_t heads, int64_t T, int64_t B) {
-  if (T <= 0 || heads <= 0 || B <= 0 || x.stride[3] != 1) return false;
+  if (!box_shape_ok(x, heads, T, B)) return false;
   const HeadBox h = head_box(x, heads, T, B);
   return head_box_map_ok(x.data, h.dims, h.given);
 }
 bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorMap* map) {
-  if (!box_mappable(x, heads, T, B)) return false;
+  if (!box_shape_ok(x, heads, T, B)) return false;
   const HeadBox h = head_box(x, heads, T, B);
-  return make_head_box_map(map, x.data, h.dims, h.given);
+  return make_head_box_map(map, x.data, h.dims, h.given);  // (head_box_map_ok's checks first)
 }
 
 // One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces

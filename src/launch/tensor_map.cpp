@@ -165,8 +165,10 @@ bool head_box_strides(const uint64_t (&dims)[4], const int64_t (&given)[3], uint
   return true;
 }
 
-bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
-  uint64_t strides[3];
+namespace {
+// head_box_map_ok's checks, giving the resolved strides where they pass.
+bool head_box_checked_strides(const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3],
+                              uint64_t (&strides)[3]) {
   if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0 || !head_box_strides(dims, given, strides))
     return false;
   for (uint64_t d : dims)
@@ -175,10 +177,16 @@ bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t 
     if (s < 8 || s >= kMaxStrideBytes / 2 || s % 8 != 0) return false;
   return true;
 }
+}  // namespace
+
+bool head_box_map_ok(const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
+  uint64_t strides[3];
+  return head_box_checked_strides(base, dims, given, strides);
+}
 
 bool make_head_box_map(CUtensorMap* map, const void* base, const uint64_t (&dims)[4], const int64_t (&given)[3]) {
   uint64_t strides[3];
-  if (!head_box_map_ok(base, dims, given) || !head_box_strides(dims, given, strides)) return false;
+  if (!head_box_checked_strides(base, dims, given, strides)) return false;
 #if FLASH_KDA_TENSOR_MAP_CACHE
   // The last maps this thread built (tensor_map_cache.h): a hit is the map the encoder would give.
   thread_local HeadBoxMapCache<> cache;

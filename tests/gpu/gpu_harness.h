@@ -102,7 +102,7 @@ GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params
 // within their tolerances.
 void expect_close(const char* what, const GpuErrors& e, double out_tol = 5e-3, double state_tol = 5e-3);
 
-// Bitwise equality of two runs' bf16 out and fp32 final state.
+// Bitwise equality of two runs' bf16 out and final state (fp32 or bf16).
 void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what);
 
 // Every combination of initial and final state dtype (none, bf16, fp32) on `base` (seeds seed0 +

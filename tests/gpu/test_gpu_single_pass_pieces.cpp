@@ -33,15 +33,10 @@ namespace {
 // A problem of B x T tokens, H query and HV value heads, under a forced warm-up plan of `pieces` pieces
 // (context_warmup_chunks = warmup: 0 the bound decides, else forced).
 ProblemSpec pieces_spec(int64_t B, int64_t T, int64_t H, int64_t HV, int32_t pieces, int32_t warmup, uint64_t seed) {
-  ProblemSpec s;
-  s.B = B;
-  s.T = T;
-  s.H = H;
-  s.HV = HV;
+  ProblemSpec s = fixed_spec(B, T, H, HV, seed);
   s.context_split = pieces;
   s.context_method = KDA_CONTEXT_WARMUP;
   s.context_warmup_chunks = warmup;
-  s.seed = seed;
   return s;
 }
 

@@ -173,49 +173,39 @@ struct ShardCase {
   ShardedOptions options;
 };
 
-ProblemSpec spec(int64_t B, int64_t T, int64_t H, int64_t HV, uint64_t seed) {
-  ProblemSpec s;
-  s.B = B;
-  s.T = T;
-  s.H = H;
-  s.HV = HV;
-  s.seed = seed;
-  return s;
-}
-
 std::vector<ShardCase> shard_cases() {
   std::vector<ShardCase> cases;
-  cases.push_back({"fixed B=2 T=1000 H=2, 3 shards", spec(2, 1000, 2, 2, 1001), {0, 300, 640, 1000}, {}});
-  ShardCase no_init{"no initial state, bf16 final", spec(1, 1000, 2, 2, 1002), {0, 511, 1000}, {}};
+  cases.push_back({"fixed B=2 T=1000 H=2, 3 shards", fixed_spec(2, 1000, 2, 2, 1001), {0, 300, 640, 1000}, {}});
+  ShardCase no_init{"no initial state, bf16 final", fixed_spec(1, 1000, 2, 2, 1002), {0, 511, 1000}, {}};
   no_init.spec.initial_state = KDA_DTYPE_NONE;
   no_init.spec.final_state = KDA_DTYPE_BF16;
   cases.push_back(no_init);
-  ShardCase bf16_init{"bf16 initial state", spec(1, 600, 2, 2, 1003), {0, 333, 600}, {}};
+  ShardCase bf16_init{"bf16 initial state", fixed_spec(1, 600, 2, 2, 1003), {0, 333, 600}, {}};
   bf16_init.spec.initial_state = KDA_DTYPE_BF16;
   cases.push_back(bf16_init);
-  ShardCase softplus{"softplus gate, GVA H=1 HV=4", spec(1, 777, 1, 4, 1004), {0, 400, 777}, {}};
+  ShardCase softplus{"softplus gate, GVA H=1 HV=4", fixed_spec(1, 777, 1, 4, 1004), {0, 400, 777}, {}};
   softplus.spec.gate = KDA_GATE_SOFTPLUS;
   cases.push_back(softplus);
-  ShardCase weak{"slow decay lb -0.1, 4 shards", spec(1, 800, 2, 2, 1005), {0, 250, 500, 650, 800}, {}};
+  ShardCase weak{"slow decay lb -0.1, 4 shards", fixed_spec(1, 800, 2, 2, 1005), {0, 250, 500, 650, 800}, {}};
   weak.spec.lower_bound = -0.1f;
   cases.push_back(weak);
-  ShardCase lm{"long memory (fallback)", spec(1, 1024, 2, 2, 1006), {0, 512, 1024}, {}};
+  ShardCase lm{"long memory (fallback)", fixed_spec(1, 1024, 2, 2, 1006), {0, 512, 1024}, {}};
   lm.spec.slow_every = 8;
   cases.push_back(lm);
-  ShardCase exact{"exact method, split 3", spec(1, 1000, 2, 2, 1007), {0, 480, 1000}, {}};
+  ShardCase exact{"exact method, split 3", fixed_spec(1, 1000, 2, 2, 1007), {0, 480, 1000}, {}};
   exact.options.method = KDA_CONTEXT_EXACT;
   exact.options.split = 3;
   cases.push_back(exact);
-  ShardCase many{"T=9000 H=8, 2 shards (warm-up forward plans)", spec(1, 9000, 8, 8, 1008), {0, 4500, 9000}, {}};
+  ShardCase many{"T=9000 H=8, 2 shards (warm-up forward plans)", fixed_spec(1, 9000, 8, 8, 1008), {0, 4500, 9000}, {}};
   cases.push_back(many);
-  ShardCase varlen{"varlen, sequences across boundaries", spec(1, 1100, 2, 2, 1009), {0, 350, 800, 1100}, {}};
+  ShardCase varlen{"varlen, sequences across boundaries", fixed_spec(1, 1100, 2, 2, 1009), {0, 350, 800, 1100}, {}};
   varlen.spec.cu_seqlens = {0, 100, 700, 1000, 1000, 1100};
   cases.push_back(varlen);
-  ShardCase span{"varlen, one sequence over 4 shards", spec(1, 1200, 1, 2, 1010), {0, 300, 600, 900, 1200}, {}};
+  ShardCase span{"varlen, one sequence over 4 shards", fixed_spec(1, 1200, 1, 2, 1010), {0, 300, 600, 900, 1200}, {}};
   span.spec.cu_seqlens = {0, 50, 1000, 1200};
   span.spec.lower_bound = -0.2f;
   cases.push_back(span);
-  ShardCase vsoft{"varlen, softplus, no initial state", spec(1, 900, 2, 2, 1011), {0, 17, 450, 900}, {}};
+  ShardCase vsoft{"varlen, softplus, no initial state", fixed_spec(1, 900, 2, 2, 1011), {0, 17, 450, 900}, {}};
   vsoft.spec.cu_seqlens = {0, 10, 460, 900};
   vsoft.spec.gate = KDA_GATE_SOFTPLUS;
   vsoft.spec.initial_state = KDA_DTYPE_NONE;

@@ -249,8 +249,9 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   };
   load_state(S, 0);
   load_state(S2, 64);
-  // The unit whose outputs the steps store (kWalk: the walk's current one, recomputed from walk_k where
-  // used: kept live through the loop, its span and head made the consumers spill).
+  // The unit whose outputs the steps store (kWalk: the walk's current one, its batch row and head from
+  // walk_seq and walk_hv, advanced at each boundary; a span kept live through the loop made the
+  // consumers spill).
   auto out_span = [&]() -> SequenceSpan {
     if constexpr (kWalk) {
       SequenceSpan o;
