@@ -12,19 +12,13 @@
 #
 # Usage: scripts/kernel_sizes.sh [translation units...]   (default: src/launch/single_pass_sm90.cu)
 #        NVCC_EXTRA="-DKNOB=1" scripts/kernel_sizes.sh ...  (extra compile flags)
+#        scripts/kernel_sizes.sh --report CUBIN PTXAS_LOG  (a cubin already built with -Xptxas -v and its log:
+#                                                           .ci/check_wgmma_serialization.sh, which CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-units=("$@")
-[ ${#units[@]} -gt 0 ] || units=(src/launch/single_pass_sm90.cu)
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-for tu in "${units[@]}"; do
-  cubin="$out/$(basename "$tu" .cu).cubin"
-  # shellcheck disable=SC2086
-  nvcc -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -lineinfo -I. -Iinclude -gencode arch=compute_90a,code=sm_90a \
-    ${NVCC_EXTRA:-} -Xptxas -v -cubin "$tu" -o "$cubin" >"$out/ptxas.log" 2>&1 || { cat "$out/ptxas.log"; exit 1; }
-  echo "$tu"
-  readelf -SW "$cubin" 2>/dev/null | python3 -c '
+
+report() {  # cubin, ptxas -v log
+  readelf -SW "$1" 2>/dev/null | python3 -c '
 import re, sys
 spills = {}
 for line in open(sys.argv[1]):
@@ -40,5 +34,22 @@ if not rows: sys.exit("kernel_sizes: no .text sections in the cubin")
 for name, n in rows:
     st, ld = spills.get(name, (0, 0))
     print(f"  {n:7d} instructions  spills {st:4d} / {ld:4d} B  {name}")
-' "$out/ptxas.log"
+' "$2"
+}
+
+if [ "${1:-}" = "--report" ]; then
+  report "$2" "$3"
+  exit 0
+fi
+units=("$@")
+[ ${#units[@]} -gt 0 ] || units=(src/launch/single_pass_sm90.cu)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for tu in "${units[@]}"; do
+  cubin="$out/$(basename "$tu" .cu).cubin"
+  # shellcheck disable=SC2086
+  nvcc -std=c++17 -O3 -DNDEBUG --expt-relaxed-constexpr -lineinfo -I. -Iinclude -gencode arch=compute_90a,code=sm_90a \
+    ${NVCC_EXTRA:-} -Xptxas -v -cubin "$tu" -o "$cubin" >"$out/ptxas.log" 2>&1 || { cat "$out/ptxas.log"; exit 1; }
+  echo "$tu"
+  report "$cubin" "$out/ptxas.log"
 done

@@ -38,9 +38,9 @@ bool box_map(const kda_tensor& x, int64_t heads, int64_t T, int64_t B, CUtensorM
   return make_head_box_map(map, x.data, h.dims, h.given);  // (head_box_map_ok's checks first)
 }
 
-// One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces
-// with a forced warm-up), as a programmatic dependent launch of the caller's previous kernel (the kernel
-// waits for it before reading anything).
+// One of single_pass_kernel's instances (kPartial: a sequence may end inside a chunk; kPieces: pieces,
+// bounded or with a forced warm-up; kWalk: one CTA per SM walking whole sequences), as a programmatic
+// dependent launch of the caller's previous kernel (the kernel waits for it before reading anything).
 template <bool kPartial, bool kPieces, bool kWalk = false>
 kda_status launch_kernel_for(dim3 grid, const SinglePassParams& sp, const CUtensorMap& qmap, const CUtensorMap& kmap,
                              const CUtensorMap& gmap, const CUtensorMap& vmap, cudaStream_t stream) {
