@@ -97,7 +97,21 @@ Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride
 // fell back, the launch is one round of flag reads per CTA (3 us at one wave, T8192_H8), and where units
 // fell back each CTA prepares few chunks (one wave: 91 us against the two kernels' whole-grid
 // preparation on T8192_H8_LM, ncu 2026-12-02, a chunk's latency per step).
-constexpr int64_t kFallbackPrepWaves = 4;
+// (Build knob, for measuring: one wave ran T8192_H16_N1 1.5% faster and T65536_H8_LM 16% slower,
+// 2026-12-02, docs/performance_notes.md, version 47.)
+#ifndef FLASH_KDA_FALLBACK_PREP_WAVES
+#define FLASH_KDA_FALLBACK_PREP_WAVES 4
+#endif
+constexpr int64_t kFallbackPrepWaves = FLASH_KDA_FALLBACK_PREP_WAVES;
+// The fallback preparation as an ordinary launch (0, since version 47), not a programmatic dependent of
+// the single pass (1): it then starts once the single pass's grid is complete instead of parking its
+// CTAs in griddepcontrol.wait on the SMs the pieces leave free and on each SM as its piece ends.
+// Measured (three alternated rounds, 2026-12-02 ~12:44 UTC): T8192_H16_N1 -3% eager, -4% graph;
+// T8192_H8 with the single pass forced -6% eager; T65536_H8_LM -2% and T8192_H8_LM (forced) -5% graph;
+// the other cases even (docs/performance_notes.md, version 47). A build knob, for measuring.
+#ifndef FLASH_KDA_FALLBACK_PDL
+#define FLASH_KDA_FALLBACK_PDL 0
+#endif
 
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
@@ -110,7 +124,8 @@ kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream
   // (flash_kda_bench_host, 2026-12-01), and that call is on every eager call's critical path.
   if constexpr (kGate == GateKind::kBounded) {  // the single pass's fallback (a warm-up plan: with bounds)
     if (pp.sp_fail != nullptr)
-      return launch_with_smem<chunk_prep_kernel<kGate, true, true>>("chunk_prep_kernel", grid, 128, smem, stream, true, pp);
+      return launch_with_smem<chunk_prep_kernel<kGate, true, true>>("chunk_prep_kernel", grid, 128, smem, stream,
+                                                                    FLASH_KDA_FALLBACK_PDL != 0, pp);
   }
   if (pp.chunk_bounds != nullptr)  // the bounded warm-up's chunk bounds too
     return launch_with_smem<chunk_prep_kernel<kGate, true>>("chunk_prep_kernel", grid, 128, smem, stream, true, pp);

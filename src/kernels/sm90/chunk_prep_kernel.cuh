@@ -8,7 +8,8 @@
 //         (which reads the caller's initial state before its own wait) still runs after every kernel
 //         the caller launched before this call. The recurrence is a programmatic dependent launch
 //         too: it may start its prologue during the last wave and waits for this grid's completion
-//         before reading the records.
+//         before reading the records. The single pass's fallback instance (kFiltered) is an ordinary
+//         launch (fwd_sm90.cu, FLASH_KDA_FALLBACK_PDL): it starts once the single pass's grid is complete.
 #pragma once
 
 #include "src/kernels/sm90/kernel_params.h"

@@ -65,6 +65,17 @@
 namespace kda::sm90 {
 
 
+// The pieces instance's consumers do not wait for the first 64-row half's state update before the
+// second half's step (1, version 47): its update S += U·Kr runs on the tensor cores while the second
+// half converts its state and issues its first batch, whose wait (wgmma groups complete in order) then
+// covers both; the second half's wait ends the chunk as before. 0: each half waits for its own update
+// (the other instances: the whole-sequence one spilled 52 bytes with it, the partial one measured 0.7%
+// slower on varlen6_H64; docs/performance_notes.md, version 47). A build knob, for measuring.
+#ifndef FLASH_KDA_SP_HALF_OVERLAP
+#define FLASH_KDA_SP_HALF_OVERLAP 1
+#endif
+inline constexpr bool kHalfOverlap = FLASH_KDA_SP_HALF_OVERLAP != 0;
+
 // Packed batches of at most this many sequences run longest first (single_pass_kernel).
 inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;
 
@@ -289,8 +300,11 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       store_out_rows(o, out_tile, rp, out_span(), out_hv(), c, kPartial ? min(16, span.len - 16 * c) : 16,
                      64 * half + 16 * wi, lane);
     }
-    ptx::wgmma_wait_group<0>();
-    Sh.fence_operand();
+    if (!(kHalfOverlap && kPieces) || half == 1) {  // (kHalfOverlap: half 0's update still in flight)
+      ptx::wgmma_wait_group<0>();
+      S.fence_operand();
+      S2.fence_operand();
+    }
   };
   // Bounded pieces: at the first stage handed over marked (st.skip; the same shared word for all 128
   // consumer threads) the loop ends, and the rest of the ring is only drained: nothing more is computed
