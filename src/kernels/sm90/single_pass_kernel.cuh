@@ -70,11 +70,15 @@ namespace kda::sm90 {
 // half converts its state and issues its first batch, whose wait (wgmma groups complete in order) then
 // covers both; the second half's wait ends the chunk as before. 0: each half waits for its own update
 // (the other instances: the whole-sequence one spilled 52 bytes with it, the partial one measured 0.7%
-// slower on varlen6_H64; docs/performance_notes.md, version 47). A build knob, for measuring.
+// slower on varlen6_H64; docs/performance_notes.md, version 47). A build knob, for measuring; 2 below.
 #ifndef FLASH_KDA_SP_HALF_OVERLAP
 #define FLASH_KDA_SP_HALF_OVERLAP 1
 #endif
 inline constexpr bool kHalfOverlap = FLASH_KDA_SP_HALF_OVERLAP != 0;
+// 2: also the whole-sequence and walk instances, on their steps but a stored final state's last one
+// (compiled 2026-12-02 without extra spills: 6,368 / 8,416 instructions and 8 / 4 bytes as with 1; not yet
+// measured on the GPU).
+inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 
 // Packed batches of at most this many sequences run longest first (single_pass_kernel).
 inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;
@@ -300,7 +304,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       store_out_rows(o, out_tile, rp, out_span(), out_hv(), c, kPartial ? min(16, span.len - 16 * c) : 16,
                      64 * half + 16 * wi, lane);
     }
-    if (!(kHalfOverlap && kPieces) || half == 1) {  // (kHalfOverlap: half 0's update still in flight)
+    if (!(kHalfOverlap && (kPieces || (kHalfOverlapWhole && !kPartial && !decltype(kFinal)::value))) || half == 1) {
       ptx::wgmma_wait_group<0>();
       S.fence_operand();
       S2.fence_operand();
