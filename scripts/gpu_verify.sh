@@ -66,13 +66,18 @@ record() {  # record NAME STATUS DETAIL
   [ "$2" -eq 0 ] || failed=$((failed + 1))
 }
 
+# The generated golden vectors (24 MB) may not have been carried with the build: write them (the build
+# stage, and the python stage when run without it; pytest's repo golden test fails without them).
+ensure_repo_golden() {
+  if [ ! -f "$FLASH_KDA_REPO_GOLDEN_DIR/index.json" ] && [ -x "$BUILD/tests/flash_kda_make_golden" ]; then
+    "$BUILD/tests/flash_kda_make_golden" "$FLASH_KDA_REPO_GOLDEN_DIR" >/dev/null
+  fi
+}
+
 stage_build() {
   if [ -x "$BUILD/tests/gpu/test_gpu" ] && [ -x "$BUILD/benchmarks/flash_kda_bench" ] &&
     [ -x "$BUILD/benchmarks/flash_kda_bench_decode" ]; then
-    # The generated golden vectors (24 MB) may not have been carried with the build: write them.
-    if [ ! -f "$FLASH_KDA_REPO_GOLDEN_DIR/index.json" ] && [ -x "$BUILD/tests/flash_kda_make_golden" ]; then
-      "$BUILD/tests/flash_kda_make_golden" "$FLASH_KDA_REPO_GOLDEN_DIR"
-    fi
+    ensure_repo_golden
     record build 0 "using the carried build in $BUILD"
     return
   fi
@@ -286,6 +291,7 @@ stage_cpsweep() {
 
 stage_python() {
   local rc=0
+  ensure_repo_golden
   export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
   timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
   tail -3 "$LOG/pip_install.log"
