@@ -149,6 +149,7 @@ TEST(SinglePassRing, HandOverNeverRunsTwoPhasesAheadOfAWait) {
   EXPECT_EQ(Lay::kSlots % Lay::kPrepWarps, 0);
   EXPECT_LT(Lay::kRing, Lay::kSlots);
   EXPECT_TRUE(ptx::setmaxnreg_fits(Lay::kThreads, {Lay::kPrepRegs, Lay::kPrepRegs, Lay::kConsumerRegs}));
+  EXPECT_TRUE(ptx::setmaxnreg_fits(Lay::kThreads, {Lay::kPrepRegsAlt, Lay::kPrepRegsAlt, Lay::kConsumerRegsAlt}));
   EXPECT_LE(tile::smem_bytes<Lay::Storage>(), size_t{232448});
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const int steps = 500 + static_cast<int>(seed) * 7;

@@ -80,6 +80,13 @@ inline constexpr bool kHalfOverlap = FLASH_KDA_SP_HALF_OVERLAP != 0;
 // measured on the GPU).
 inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 
+// The register split of the whole-sequence and pieces instances: 136 / 232 (0, as every instance) or
+// SinglePassLayout's alternative 128 / 248 (1: fewer spills there, compiled 2026-12-02; not yet measured).
+// A build knob, for measuring.
+#ifndef FLASH_KDA_SP_REGS
+#define FLASH_KDA_SP_REGS 0
+#endif
+
 // Packed batches of at most this many sequences run longest first (single_pass_kernel).
 inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;
 
@@ -202,14 +209,14 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
 
   if (warp < Lay::kPrepWarps) {
     // ---- Preparation warps (single_pass_prep_role.cuh) ---------------------------------------------
-    ptx::setmaxnreg_dec<Lay::kPrepRegs>();
+    ptx::setmaxnreg_dec<FLASH_KDA_SP_REGS == 1 && !kPartial && !kWalk ? Lay::kPrepRegsAlt : Lay::kPrepRegs>();
     const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, final_split, walk_units};
     single_pass_prepare<kPartial, kPieces, kWalk>(p, st, &qmap, &kmap, &gmap, &vmap, walk, warp, lane);
     return;
   }
 
   // ---- The consumer warpgroup: value rows 0..63 in S, 64..127 in S2 ----------------------------------
-  ptx::setmaxnreg_inc<Lay::kConsumerRegs>();
+  ptx::setmaxnreg_inc<FLASH_KDA_SP_REGS == 1 && !kPartial && !kWalk ? Lay::kConsumerRegsAlt : Lay::kConsumerRegs>();
   const int t = threadIdx.x & 127, wi = t >> 5;
   int c_start = c_first;
   if (kPieces) {
