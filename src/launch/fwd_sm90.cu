@@ -97,8 +97,8 @@ Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride
 // fell back, the launch is one round of flag reads per CTA (3 us at one wave, T8192_H8), and where units
 // fell back each CTA prepares few chunks (one wave: 91 us against the two kernels' whole-grid
 // preparation on T8192_H8_LM, ncu 2026-12-02, a chunk's latency per step).
-// (Build knob, for measuring: one wave ran T8192_H16_N1 1.5% faster and T65536_H8_LM 16% slower,
-// 2026-12-02, docs/performance_notes.md, version 47.)
+// (Build knob, for measuring: one wave ran T8192_H16_N1 1.5% faster and T65536_H8_LM 16% slower, measured
+// with the programmatic launch below, 2026-12-02, docs/performance_notes.md, version 47.)
 #ifndef FLASH_KDA_FALLBACK_PREP_WAVES
 #define FLASH_KDA_FALLBACK_PREP_WAVES 4
 #endif

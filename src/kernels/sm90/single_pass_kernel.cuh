@@ -87,6 +87,14 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 #define FLASH_KDA_SP_REGS 0
 #endif
 
+// The two knobs per instance (kPartial, kPieces, kWalk; the walk counts as the whole-sequence instance):
+// whether half 0's state update stays in flight into half 1's step (final_update: a stored final state's
+// last update, with its hi + lo pairs), and whether the instance takes the alternative register split.
+constexpr bool half0_update_in_flight(bool partial, bool pieces, bool final_update) {
+  return kHalfOverlap && (pieces || (kHalfOverlapWhole && !partial && !final_update));
+}
+constexpr bool alt_register_split(bool partial, bool walk) { return FLASH_KDA_SP_REGS == 1 && !partial && !walk; }
+
 // Packed batches of at most this many sequences run longest first (single_pass_kernel).
 inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;
 
@@ -124,6 +132,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
   constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
+  constexpr bool kAltRegs = alt_register_split(kPartial, kWalk);  // (setmaxnreg of both roles below)
   extern __shared__ unsigned char smem_raw[];
   Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
   const int unit0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.units));  // (piece-major blocks)
@@ -209,14 +218,14 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
 
   if (warp < Lay::kPrepWarps) {
     // ---- Preparation warps (single_pass_prep_role.cuh) ---------------------------------------------
-    ptx::setmaxnreg_dec<FLASH_KDA_SP_REGS == 1 && !kPartial && !kWalk ? Lay::kPrepRegsAlt : Lay::kPrepRegs>();
+    ptx::setmaxnreg_dec<kAltRegs ? Lay::kPrepRegsAlt : Lay::kPrepRegs>();
     const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, final_split, walk_units};
     single_pass_prepare<kPartial, kPieces, kWalk>(p, st, &qmap, &kmap, &gmap, &vmap, walk, warp, lane);
     return;
   }
 
   // ---- The consumer warpgroup: value rows 0..63 in S, 64..127 in S2 ----------------------------------
-  ptx::setmaxnreg_inc<FLASH_KDA_SP_REGS == 1 && !kPartial && !kWalk ? Lay::kConsumerRegsAlt : Lay::kConsumerRegs>();
+  ptx::setmaxnreg_inc<kAltRegs ? Lay::kConsumerRegsAlt : Lay::kConsumerRegs>();
   const int t = threadIdx.x & 127, wi = t >> 5;
   int c_start = c_first;
   if (kPieces) {
@@ -311,7 +320,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       store_out_rows(o, out_tile, rp, out_span(), out_hv(), c, kPartial ? min(16, span.len - 16 * c) : 16,
                      64 * half + 16 * wi, lane);
     }
-    if (!(kHalfOverlap && (kPieces || (kHalfOverlapWhole && !kPartial && !decltype(kFinal)::value))) || half == 1) {
+    if (half == 1 || !half0_update_in_flight(kPartial, kPieces, decltype(kFinal)::value)) {
       ptx::wgmma_wait_group<0>();
       S.fence_operand();
       S2.fence_operand();
