@@ -76,15 +76,17 @@ namespace kda::sm90 {
 #endif
 inline constexpr bool kHalfOverlap = FLASH_KDA_SP_HALF_OVERLAP != 0;
 // 2: also the whole-sequence and walk instances, on their steps but a stored final state's last one
-// (compiled 2026-12-02 without extra spills: 6,368 / 8,416 instructions and 8 / 4 bytes as with 1; not yet
-// measured on the GPU).
+// (compiled without extra spills; measured 2026-12-02, version 48: the prefill and small-head geometric
+// means 0.5-1% and 1-3% slower in two rounds; not kept).
 inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 
-// The register split of the whole-sequence and pieces instances: 136 / 232 (0, as every instance) or
-// SinglePassLayout's alternative 128 / 248 (1: fewer spills there, compiled 2026-12-02; not yet measured).
-// A build knob, for measuring.
+// The register split: 136 / 232 in every instance (0), or SinglePassLayout's alternative 128 / 248 in the
+// whole-sequence instance (1, version 48: spill-free there, 8 bytes at 136 / 232) or in the whole-sequence
+// and pieces instances (2: the pieces instance 4 bytes instead of 12, but 32 instructions more, and its
+// cases 1-2% slower). Measured 2026-12-02 (docs/performance_notes.md, version 48): the whole-sequence cases
+// even within the noise both ways. A build knob, for measuring.
 #ifndef FLASH_KDA_SP_REGS
-#define FLASH_KDA_SP_REGS 0
+#define FLASH_KDA_SP_REGS 1
 #endif
 
 // The two knobs per instance (kPartial, kPieces, kWalk; the walk counts as the whole-sequence instance):
@@ -93,7 +95,9 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 constexpr bool half0_update_in_flight(bool partial, bool pieces, bool final_update) {
   return kHalfOverlap && (pieces || (kHalfOverlapWhole && !partial && !final_update));
 }
-constexpr bool alt_register_split(bool partial, bool walk) { return FLASH_KDA_SP_REGS == 1 && !partial && !walk; }
+constexpr bool alt_register_split(bool partial, bool pieces, bool walk) {
+  return !partial && !walk && (pieces ? FLASH_KDA_SP_REGS == 2 : FLASH_KDA_SP_REGS >= 1);
+}
 
 // Packed batches of at most this many sequences run longest first (single_pass_kernel).
 inline constexpr int kLongestFirstMax = SinglePassLayout::kThreads;
@@ -132,7 +136,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   using S_t = tile::Acc<128>;
   using XO_t = tile::Acc<32>;
   constexpr int kRing = Lay::kRing, kSlots = Lay::kSlots;
-  constexpr bool kAltRegs = alt_register_split(kPartial, kWalk);  // (setmaxnreg of both roles below)
+  constexpr bool kAltRegs = alt_register_split(kPartial, kPieces, kWalk);  // (setmaxnreg of both roles below)
   extern __shared__ unsigned char smem_raw[];
   Lay::Storage& st = *tile::smem_storage<Lay::Storage>(smem_raw);
   const int unit0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.units));  // (piece-major blocks)

@@ -65,10 +65,11 @@ struct SinglePassLayout {
   static constexpr int kPrepWarps = 8;
   static constexpr int kThreads = 32 * kPrepWarps + 128;
   static constexpr int kPrepRegs = 136, kConsumerRegs = 232;
-  // The other split that fits (FLASH_KDA_SP_REGS=1, single_pass_kernel.cuh; not yet measured): with it
-  // the whole-sequence instance compiles without spills (8 bytes at 136 / 232, in its consumers: they
-  // vanish with more consumer registers while the preparation gets fewer) and the pieces instance with
-  // 4 bytes (12); the partial and walk instances spill more (44, 28-56 bytes), so they keep 136 / 232.
+  // The other split that fits, the whole-sequence instance's since version 48 (FLASH_KDA_SP_REGS,
+  // single_pass_kernel.cuh): with it that instance compiles without spills (8 bytes at 136 / 232, in its
+  // consumers: they vanish with more consumer registers while the preparation gets fewer); the pieces
+  // instance would spill 4 bytes (12) but grow by 32 instructions and ran 1-2% slower; the partial and walk
+  // instances would spill more (44, 28-56 bytes). All four keep 136 / 232 otherwise.
   static constexpr int kPrepRegsAlt = 128, kConsumerRegsAlt = 248;
   static constexpr int kRing = 3;
   static constexpr int kSlots = 24;  // lcm(kPrepWarps, kRing)
