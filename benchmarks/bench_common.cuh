@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "case_filter.h"  // matches(): the --filter
+
 #define CUDA_OK(expr)                                                                             \
   do {                                                                                            \
     cudaError_t e_ = (expr);                                                                      \
@@ -138,19 +140,6 @@ inline double sm_clock_mhz(cudaStream_t stream, double* buf) {
       cudaStreamSynchronize(stream) != cudaSuccess)
     return -1;
   return mhz;
-}
-
-// Whether `name` contains one of the comma-separated parts of `filter` (an empty filter matches).
-inline bool matches(const std::string& filter, const std::string& name) {
-  if (filter.empty()) return true;
-  size_t start = 0;
-  while (start <= filter.size()) {
-    const size_t end = std::min(filter.find(',', start), filter.size());
-    const std::string part = filter.substr(start, end - start);
-    if (!part.empty() && name.find(part) != std::string::npos) return true;
-    start = end + 1;
-  }
-  return false;
 }
 
 }  // namespace kda::bench

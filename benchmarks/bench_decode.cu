@@ -18,6 +18,7 @@
 //
 // Usage: flash_kda_bench_decode --cases cases.json [--json out.json] [--iters 50] [--graph-calls 20]
 //        [--filter NAME[,NAME...]] [--configs 0,1,2,3,4,5,6,7]
+//        (--filter: as flash_kda_bench's, benchmarks/case_filter.h: substrings, or =NAME for one name)
 #include <cuda_runtime.h>
 
 #include <algorithm>

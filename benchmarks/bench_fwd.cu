@@ -9,6 +9,8 @@
 // one JSON object per case (--json PATH) for scripts/make_benchmark_md.py and prints a table.
 //
 // Usage: flash_kda_bench --cases cases.json [--json out.json] [--iters 50] [--filter NAME[,NAME...]]
+//        (--filter: cases whose name contains a part; a part written =NAME selects that name only,
+//                               benchmarks/case_filter.h)
 //        [--context-split N]   (kda_fwd_params.context_split: 0 automatic, 1 off, N segments)
 //        [--context-method M]  (kda_fwd_params.context_method: 0 automatic, 1 exact combine, 2 warm-up)
 //        [--context-warmup-chunks W]  (kda_fwd_params.context_warmup_chunks, with --context-method 2: every

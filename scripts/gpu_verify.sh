@@ -251,7 +251,7 @@ stage_profile() {
   for c in ${PROFILE_CASES:-T8192_H64 B16_T4096_H32 T8192_H8 T65536_H8}; do
     # The first call's kernels (4 launches: with context parallelism, preparation, pass 1, combine, pass 2).
     timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum -k 'regex:chunk|combine' --launch-count 4 \
-      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$c" --iters 5 \
+      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "=$c" --iters 5 \
       >"$LOG/profile_$c.log" 2>&1 || rc=$((rc + 1))
     echo "$c: $(grep -E '(chunk|combine)_[a-z_]+kernel|gpu__time_duration' "$LOG/profile_$c.log" | sed -E 's/ +/ /g' |
       sed -E 's/.*([a-z]+_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
@@ -263,7 +263,7 @@ stage_sass() {
   local rc=0 k c=${SASS_CASE:-T8192_H64}
   for k in ${SASS_KERNELS:-chunk_prep chunk_recurrence}; do
     timeout 300 ncu --set full --import-source yes -k "regex:$k" --launch-skip 2 --launch-count 1 -f -o "$LOG/sass_$k" \
-      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$c" --iters 5 >"$LOG/sass_$k.run.log" 2>&1 ||
+      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "=$c" --iters 5 >"$LOG/sass_$k.run.log" 2>&1 ||
       rc=$((rc + 1))
     ncu --import "$LOG/sass_$k.ncu-rep" --page details >"$LOG/sass_${k}_details.txt" 2>&1 || rc=$((rc + 1))
     ncu --import "$LOG/sass_$k.ncu-rep" --page source --csv --print-source sass >"$LOG/sass_${k}_source.csv" 2>&1 ||

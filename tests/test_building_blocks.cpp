@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "benchmarks/case_filter.h"
 #include "reference/common.h"
 
 namespace kda::test {
@@ -219,3 +220,21 @@ TEST(Bf16, RoundToNearestEven) {
 
 }  // namespace
 }  // namespace kda::test
+
+// The benchmarks' --filter (benchmarks/case_filter.h): substrings, or "=NAME" for one name exactly (a
+// profile of T512_H32 by substring ran B64_T512_H32 instead, 2026-12-02).
+TEST(BenchFilter, SubstringsAndExactNames) {
+  using kda::bench::matches;
+  EXPECT_TRUE(matches("", "T512_H32"));
+  EXPECT_TRUE(matches("T512_H32", "T512_H32"));
+  EXPECT_TRUE(matches("T512_H32", "B64_T512_H32"));
+  EXPECT_TRUE(matches("=T512_H32", "T512_H32"));
+  EXPECT_FALSE(matches("=T512_H32", "B64_T512_H32"));
+  EXPECT_FALSE(matches("=T8192_H8", "T8192_H8_LM"));
+  EXPECT_TRUE(matches("T8192_H8", "T8192_H8_LM"));
+  EXPECT_TRUE(matches("=T8192_H8,=T8192_H8_LM", "T8192_H8_LM"));
+  EXPECT_TRUE(matches("B64,=T8192_H8", "B64_T512_H32"));
+  EXPECT_FALSE(matches("=", "T512_H32"));
+  EXPECT_FALSE(matches(",,", "T512_H32"));
+  EXPECT_FALSE(matches("H96", "T8192_H64"));
+}
