@@ -16,11 +16,8 @@ inline bool matches(const std::string& filter, const std::string& name) {
   while (start <= filter.size()) {
     const size_t end = std::min(filter.find(',', start), filter.size());
     const std::string part = filter.substr(start, end - start);
-    if (!part.empty() && part[0] == '=') {
-      if (name == part.substr(1)) return true;
-    } else if (!part.empty() && name.find(part) != std::string::npos) {
+    if (!part.empty() && (part[0] == '=' ? name == part.substr(1) : name.find(part) != std::string::npos))
       return true;
-    }
     start = end + 1;
   }
   return false;

@@ -224,17 +224,25 @@ TEST(Bf16, RoundToNearestEven) {
 // The benchmarks' --filter (benchmarks/case_filter.h): substrings, or "=NAME" for one name exactly (a
 // profile of T512_H32 by substring ran B64_T512_H32 instead, 2026-12-02).
 TEST(BenchFilter, SubstringsAndExactNames) {
-  using kda::bench::matches;
-  EXPECT_TRUE(matches("", "T512_H32"));
-  EXPECT_TRUE(matches("T512_H32", "T512_H32"));
-  EXPECT_TRUE(matches("T512_H32", "B64_T512_H32"));
-  EXPECT_TRUE(matches("=T512_H32", "T512_H32"));
-  EXPECT_FALSE(matches("=T512_H32", "B64_T512_H32"));
-  EXPECT_FALSE(matches("=T8192_H8", "T8192_H8_LM"));
-  EXPECT_TRUE(matches("T8192_H8", "T8192_H8_LM"));
-  EXPECT_TRUE(matches("=T8192_H8,=T8192_H8_LM", "T8192_H8_LM"));
-  EXPECT_TRUE(matches("B64,=T8192_H8", "B64_T512_H32"));
-  EXPECT_FALSE(matches("=", "T512_H32"));
-  EXPECT_FALSE(matches(",,", "T512_H32"));
-  EXPECT_FALSE(matches("H96", "T8192_H64"));
+  struct Case {
+    const char* filter;
+    const char* name;
+    bool selected;
+  };
+  const Case cases[] = {
+      {"", "T512_H32", true},
+      {"T512_H32", "T512_H32", true},
+      {"T512_H32", "B64_T512_H32", true},
+      {"=T512_H32", "T512_H32", true},
+      {"=T512_H32", "B64_T512_H32", false},
+      {"=T8192_H8", "T8192_H8_LM", false},
+      {"T8192_H8", "T8192_H8_LM", true},
+      {"=T8192_H8,=T8192_H8_LM", "T8192_H8_LM", true},
+      {"B64,=T8192_H8", "B64_T512_H32", true},
+      {"=", "T512_H32", false},
+      {",,", "T512_H32", false},
+      {"H96", "T8192_H64", false},
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(kda::bench::matches(c.filter, c.name), c.selected) << "filter \"" << c.filter << "\", name " << c.name;
 }

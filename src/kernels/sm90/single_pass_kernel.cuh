@@ -77,7 +77,7 @@ namespace kda::sm90 {
 inline constexpr bool kHalfOverlap = FLASH_KDA_SP_HALF_OVERLAP != 0;
 // 2: also the whole-sequence and walk instances, on their steps but a stored final state's last one
 // (compiled without extra spills; measured 2026-12-02, version 48: the prefill and small-head geometric
-// means 0.5-1% and 1-3% slower in two rounds; not kept).
+// means 0.6-1.0% and 1.4-3.6% slower in two rounds; not kept).
 inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 
 // The register split: 136 / 232 in every instance (0), or SinglePassLayout's alternative 128 / 248 in the
@@ -89,9 +89,10 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 #define FLASH_KDA_SP_REGS 1
 #endif
 
-// The two knobs per instance (kPartial, kPieces, kWalk; the walk counts as the whole-sequence instance):
-// whether half 0's state update stays in flight into half 1's step (final_update: a stored final state's
-// last update, with its hi + lo pairs), and whether the instance takes the alternative register split.
+// The two knobs per instance (kPartial, kPieces, kWalk): whether half 0's state update stays in flight
+// into half 1's step (final_update: a stored final state's last update, with its hi + lo pairs; the walk
+// counts as the whole-sequence instance there), and whether the instance takes the alternative register
+// split (the walk does not: it would spill 28-56 bytes).
 constexpr bool half0_update_in_flight(bool partial, bool pieces, bool final_update) {
   return kHalfOverlap && (pieces || (kHalfOverlapWhole && !partial && !final_update));
 }
