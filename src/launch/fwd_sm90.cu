@@ -92,13 +92,12 @@ namespace {
 
 Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
 
-// The single pass's fallback preparation (PrepParams::sp_fail): about kFallbackPrepWaves waves of its
-// instance's CTAs in all, each striding over its head's chunks, so that on decaying gates, where no unit
-// fell back, the launch is one round of flag reads per CTA (3 us at one wave, T8192_H8), and where units
-// fell back each CTA prepares few chunks (one wave: 91 us against the two kernels' whole-grid
-// preparation on T8192_H8_LM, ncu 2026-12-02, a chunk's latency per step).
-// (Build knob, for measuring: one wave ran T8192_H16_N1 1.5% faster and T65536_H8_LM 16% slower, measured
-// with the programmatic launch below, 2026-12-02, docs/performance_notes.md, version 47.)
+// The single pass's fallback preparation (PrepParams::sp_fail) outside the listed mode (below; forced
+// plans of more than kFallbackListMax units): about kFallbackPrepWaves waves of its instance's CTAs in
+// all, each striding over its head's chunks, so that where units fell back each CTA prepares few chunks
+// (one wave of this grid: T65536_H8_LM 16% slower, its CTAs of the heads that fell back doing all the
+// work; measured with the programmatic launch below, 2026-12-02, docs/performance_notes.md, version 47).
+// (Build knob, for measuring.)
 #ifndef FLASH_KDA_FALLBACK_PREP_WAVES
 #define FLASH_KDA_FALLBACK_PREP_WAVES 4
 #endif
@@ -113,12 +112,27 @@ constexpr int64_t kFallbackPrepWaves = FLASH_KDA_FALLBACK_PREP_WAVES;
 #define FLASH_KDA_FALLBACK_PDL 0
 #endif
 
+// The listed mode's grid (single_pass_fallback.cuh: few units, fixed-length): kFallbackListWaves waves
+// of its instance's CTAs in one dimension, striding over the chunks of the units that fell back, so
+// that the launch costs one wave of flag reads on decaying gates (ncu, T8192_H8 with the single pass
+// forced: 3.3-3.4 us against 5.2 for the four waves of (columns, HV) before, version 49) and every CTA
+// shares the work where some heads fall back (T8192_H8_LM forced: 50 against 54 us). (Build knob, for
+// measuring: 4 waves were 1-3% slower on T8192_H16_N1 and T8192_H24_N1, docs/performance_notes.md.)
+#ifndef FLASH_KDA_FALLBACK_LIST_WAVES
+#define FLASH_KDA_FALLBACK_LIST_WAVES 1
+#endif
+constexpr int64_t kFallbackListWaves = FLASH_KDA_FALLBACK_LIST_WAVES;
+
 template <GateKind kGate>
 kda_status launch_prep(const PrepParams& pp, int64_t vchunks, int HV, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(PrepSmem<kGate>));
-  const int64_t fallback_ctas = kFallbackPrepWaves * sm_count() * kFallbackPrepCtasPerSm;
-  const int64_t cols = pp.sp_fail == nullptr ? vchunks : std::min<int64_t>(vchunks, (fallback_ctas + HV - 1) / HV);
-  const dim3 grid(static_cast<unsigned>(cols), HV);
+  const bool listed = pp.sp_fail != nullptr && fallback_prep_listed(static_cast<int64_t>(pp.seq.N) * HV,
+                                                                    pp.seq.cu_seqlens != nullptr);
+  const int64_t fallback_ctas = (listed ? kFallbackListWaves : kFallbackPrepWaves) * sm_count() * kFallbackPrepCtasPerSm;
+  const int64_t cols = pp.sp_fail == nullptr ? vchunks
+                       : listed              ? std::min<int64_t>(vchunks * HV, fallback_ctas)
+                                             : std::min<int64_t>(vchunks, (fallback_ctas + HV - 1) / HV);
+  const dim3 grid(static_cast<unsigned>(cols), listed ? 1 : HV);
   // A programmatic dependent launch of the caller's previous kernel (the kernel waits for it first,
   // chunk_prep_kernel.cuh): the host's launch call is 0.4-0.7 us cheaper with the attribute
   // (flash_kda_bench_host, 2026-12-01), and that call is on every eager call's critical path.

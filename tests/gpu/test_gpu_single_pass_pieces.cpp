@@ -105,6 +105,9 @@ TEST(GpuSinglePass, BoundedPiecesFallBackUnitByUnit) {
       {1, 1024, 2, 2, 4, 3},   // every unit falls back
       {1, 1024, 2, 4, 4, 5},   // heads 0 and 2
       {2, 768, 1, 2, 5, 1},    // head 0 of both batch rows
+      // 576 units, more than the fallback preparation lists (kFallbackListMax, single_pass_fallback.cuh):
+      // its grid of (columns, HV) instead; heads 0, 10 and 63 of every batch row fall back
+      {9, 128, 1, 64, 8, 0x8000000000000401ull},
   };
   uint64_t seed = 960;
   for (const Case& c : cases) {

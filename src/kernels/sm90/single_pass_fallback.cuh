@@ -34,6 +34,45 @@ __device__ __forceinline__ bool single_pass_fell_back(const uint64_t* piece_fail
   return (any & 1) != 0;
 }
 
+// The fallback preparation's listed mode (chunk_prep_kernel.cuh): where the units are few (a warm-up
+// plan's, at most half the SMs' count unless a forced plan) and the batch fixed-length (the pieces'
+// only kind), each CTA lists the units that fell back, in unit order, and the grid, one dimension of
+// at most one resident wave, strides over their chunks: so that no CTA waits on a head that did not
+// fall back, and on decaying gates the launch is one wave of CTAs reading the flags once. Otherwise
+// (forced plans of many units) a grid of (columns, HV) strides over each head's chunks. The launcher
+// (fwd_sm90.cu) shapes the grid by the same rule.
+inline constexpr int kFallbackListMax = 512;
+__host__ __device__ constexpr bool fallback_prep_listed(int64_t units, bool varlen) {
+  return !varlen && units >= 1 && units <= kFallbackListMax;
+}
+
+// The listed mode's list: the units (of `units` <= kFallbackListMax) with a flag set, in increasing
+// order, into list[0, count), identical in every CTA (an ordered compaction by warp ballots, not by
+// atomics); returns count. Every thread of the (128-thread) CTA calls it: CTA barriers.
+__device__ __forceinline__ int fallback_units(const uint64_t* piece_fail, int32_t pieces, int32_t units,
+                                              int32_t* list, int32_t* warp_counts) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int total = 0;
+#pragma unroll 1
+  for (int32_t base = 0; base < units; base += 128) {
+    const int32_t u = base + static_cast<int32_t>(threadIdx.x);
+    const bool fell = u < units && single_pass_fell_back(piece_fail, pieces, units, u);
+    const unsigned mask = __ballot_sync(0xffffffffu, fell);
+    if (lane == 0) warp_counts[warp] = __popc(mask);
+    __syncthreads();
+    int before = total, round = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      before += w < warp ? warp_counts[w] : 0;
+      round += warp_counts[w];
+    }
+    if (fell) list[before + __popc(mask & ((1u << lane) - 1u))] = u;
+    total += round;
+    __syncthreads();  // (warp_counts again next round; the list complete for every thread)
+  }
+  return total;
+}
+
 // After the single pass's grid: whether none of its pieces set a flag (every word of [pieces][units],
 // the CTA's threads in parallel; every thread of the CTA calls it: a CTA barrier). On decaying gates the
 // fallback's kernels then leave after this one round trip (chunk_prep_kernel.cuh's filtered instance,

@@ -177,6 +177,10 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     ptx::mbar_init(&st.prep[warp].bar, 1);
     ptx::fence_barrier_init();
   }
+  // The four tensor maps into the cache while the previous kernel may still run (parameters, not
+  // inputs: no wait needed), by lanes 1-4 of warp 0 beside thread 0's barrier setup.
+  if (warp == 0 && lane >= 1 && lane <= 4)
+    ptx::prefetch_tensor_map(lane == 1 ? &qmap : lane == 2 ? &kmap : lane == 3 ? &gmap : &vmap);
   // Nothing of the inputs is read before the caller's previous kernel is done (a programmatic
   // dependent launch); a dependent of this kernel waits for all of it in turn.
   ptx::wait_primary();
