@@ -11,7 +11,8 @@
 #                         .gpu_data/fla/        its fla/ package (tests/python/test_fla.py, the FLA
 #                                               columns of the benchmark); never committed
 # The tests and the benchmark find these paths by themselves (or via FLASH_KDA_GOLDEN_DIR /
-# FLASH_KDA_FLA_DIR). FLA commit used when this was written: bc3b101dcb713ddc5bd8924b66754eb68b5ccf89
+# FLASH_KDA_FLA_DIR). Only these paths are replaced; anything else in .gpu_data/ (packaged binaries,
+# a session's scripts) is left as it is. FLA commit used when this was written: bc3b101dcb713ddc5bd8924b66754eb68b5ccf89
 # (FLA 0.5.2 main).
 set -euo pipefail
 
@@ -33,7 +34,8 @@ if ! git -C "$root" check-ignore -q "$dest/x"; then
   echo "error: .gpu_data/ is not git-ignored in $root; refusing to create it" >&2
   exit 1
 fi
-rm -rf "$dest"
+# Only what this script writes (whatever else is in the folder stays).
+rm -rf "$dest/golden" "$dest/cases.json" "$dest/fla" "$dest/fla_commit.txt"
 mkdir -p "$dest"
 
 if [[ -n "$shared" ]]; then
