@@ -218,9 +218,6 @@ TEST(Bf16, RoundToNearestEven) {
     EXPECT_EQ(reference::double_to_bf16(x), reference::float_to_bf16(static_cast<float>(x))) << x;
 }
 
-}  // namespace
-}  // namespace kda::test
-
 // The benchmarks' --filter (benchmarks/case_filter.h): substrings, or "=NAME" for one name exactly (a
 // profile of T512_H32 by substring ran B64_T512_H32 instead, 2026-12-02).
 TEST(BenchFilter, SubstringsAndExactNames) {
@@ -244,5 +241,8 @@ TEST(BenchFilter, SubstringsAndExactNames) {
       {"H96", "T8192_H64", false},
   };
   for (const Case& c : cases)
-    EXPECT_EQ(kda::bench::matches(c.filter, c.name), c.selected) << "filter \"" << c.filter << "\", name " << c.name;
+    EXPECT_EQ(bench::matches(c.filter, c.name), c.selected) << "filter \"" << c.filter << "\", name " << c.name;
 }
+
+}  // namespace
+}  // namespace kda::test

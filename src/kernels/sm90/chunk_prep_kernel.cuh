@@ -55,13 +55,12 @@ __global__ void __launch_bounds__(128, kFiltered ? kFallbackPrepCtasPerSm : FLAS
   if constexpr (kFiltered) {  // the single pass's fallback: its flagged units' chunks only, striding
     // The next call's flags get the next epoch (the single pass's grid, which read this one, is done).
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.sp_epoch += 1;
-    // First whether any unit fell back at all (every flag, the CTA's threads in parallel): on decaying
-    // gates none did, and the CTA leaves after one round trip.
     const int64_t units = static_cast<int64_t>(p.seq.N) * p.HV;
     if (fallback_prep_listed(units, p.seq.cu_seqlens != nullptr)) {  // (single_pass_fallback.cuh)
-      // The listed mode: a grid of one dimension over the flagged units' chunks, unit by unit.
+      // The listed mode: a grid of one dimension over the flagged units' chunks, unit by unit (none on
+      // decaying gates: the CTA leaves after listing, one round trip).
       __shared__ int32_t list[kFallbackListMax];
-      __shared__ int32_t warp_counts[4];
+      __shared__ int32_t warp_counts[kFallbackListWarps];
       const int32_t listed = fallback_units(p.sp_fail, p.sp_pieces, static_cast<int32_t>(units), list, warp_counts);
       const int64_t per = (p.seq.T + 15) / 16;  // (fixed-length: sequence n's chunks from n · per)
 #pragma unroll 1
@@ -72,6 +71,8 @@ __global__ void __launch_bounds__(128, kFiltered ? kFallbackPrepCtasPerSm : FLAS
       }
       return;
     }
+    // First whether any unit fell back at all (every flag, the CTA's threads in parallel): on decaying
+    // gates none did, and the CTA leaves after one round trip.
     if (single_pass_left_nothing(p.sp_fail, units * p.sp_pieces)) return;
     // (Fixed-length batches only, every chunk owned: vc < 2^31, validate.cpp bounds B x T. The flags of
     // the sequence last looked at are kept: a CTA's chunks run through few sequences.)

@@ -42,19 +42,20 @@ __device__ __forceinline__ bool single_pass_fell_back(const uint64_t* piece_fail
 // (forced plans of many units) a grid of (columns, HV) strides over each head's chunks. The launcher
 // (fwd_sm90.cu) shapes the grid by the same rule.
 inline constexpr int kFallbackListMax = 512;
+inline constexpr int kFallbackListWarps = 4;  // the preparation's 128 threads (chunk_prep_kernel.cuh)
 __host__ __device__ constexpr bool fallback_prep_listed(int64_t units, bool varlen) {
   return !varlen && units >= 1 && units <= kFallbackListMax;
 }
 
 // The listed mode's list: the units (of `units` <= kFallbackListMax) with a flag set, in increasing
 // order, into list[0, count), identical in every CTA (an ordered compaction by warp ballots, not by
-// atomics); returns count. Every thread of the (128-thread) CTA calls it: CTA barriers.
+// atomics); returns count. Every thread of the CTA (kFallbackListWarps warps) calls it: CTA barriers.
 __device__ __forceinline__ int fallback_units(const uint64_t* piece_fail, int32_t pieces, int32_t units,
                                               int32_t* list, int32_t* warp_counts) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int total = 0;
 #pragma unroll 1
-  for (int32_t base = 0; base < units; base += 128) {
+  for (int32_t base = 0; base < units; base += 32 * kFallbackListWarps) {
     const int32_t u = base + static_cast<int32_t>(threadIdx.x);
     const bool fell = u < units && single_pass_fell_back(piece_fail, pieces, units, u);
     const unsigned mask = __ballot_sync(0xffffffffu, fell);
@@ -62,7 +63,7 @@ __device__ __forceinline__ int fallback_units(const uint64_t* piece_fail, int32_
     __syncthreads();
     int before = total, round = 0;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < kFallbackListWarps; ++w) {
       before += w < warp ? warp_counts[w] : 0;
       round += warp_counts[w];
     }
