@@ -156,8 +156,10 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
         }
       } else {
         // A partial chunk: the values by cp.async, zero-filled past the sequence (a tensor copy would
-        // bring the next sequence's tokens in a packed batch), landed before lane 0's arrival.
-#pragma unroll
+        // bring the next sequence's tokens in a packed batch), landed before lane 0's arrival. Rolled:
+        // once per sequence, and unrolled its eight 64-bit addresses cost the partial instance 8 of its
+        // 12 bytes of spills and 192 instructions (ptxas -v, docs/performance_notes.md, version 50).
+#pragma unroll 1
         for (int m = 0; m < 8; ++m) {
           const int k = lane + 32 * m, half = k / 128, tok = (k / 8) % 16, r8 = k % 8;  // half, token, 8 rows
           const bool valid = tok < cc.len;
