@@ -22,6 +22,8 @@
 #              name matches SASS_KERNELS (default "chunk_prep chunk_recurrence"; "single_pass" with a case
 #              the single pass takes): details page and per-instruction SASS counters (source page, CSV)
 #              in the logs, and per role the stall split and HGMMA / HMMA / LDL / STL counts
+#   spills     SASS of every kernel (cuobjdump, scripts/sass_spills.py): instructions, HGMMA / HMMA counts and
+#              each local-memory store and load with the instructions around it
 #   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
 #              (SWEEP_SPLITS; 0 = the automatic plan) with context_method SWEEP_METHOD (0 automatic,
 #              1 exact, 2 warm-up; default 0): calibrates src/launch/plan.cpp
@@ -275,6 +277,22 @@ stage_sass() {
     python3 scripts/ncu_role_stalls.py "$LOG/sass_${k}_source.csv" 2>&1 | head -6
   done
   record sass $rc "logs: sass_*_details.txt, sass_*_source.csv"
+}
+
+stage_spills() {
+  # Where the kernels spill (scripts/sass_spills.py on cuobjdump's SASS of the benchmark binary, which
+  # holds every kernel of the library): a line per kernel, and each STL / LDL with 6 instructions around
+  # it for the kernels that spill. No profiling: seconds.
+  local rc=0
+  command -v cuobjdump >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+  timeout 300 cuobjdump -sass "$BUILD/benchmarks/flash_kda_bench" >"$LOG/spills_sass.txt" 2>&1 || rc=$((rc + 1))
+  python3 scripts/sass_spills.py "$LOG/spills_sass.txt" >"$LOG/spills.txt" 2>&1 || rc=$((rc + 1))
+  python3 scripts/sass_spills.py "$LOG/spills_sass.txt" --context 6 | awk '/instructions/ {p = ($8 + $10 > 0)} p' \
+    >"$LOG/spills_sites.txt" 2>&1
+  rm -f "$LOG/spills_sass.txt"
+  awk '$8 + $10 > 0' "$LOG/spills.txt"
+  echo "$(wc -l <"$LOG/spills.txt") kernels, $(awk '$8 + $10 > 0' "$LOG/spills.txt" | wc -l) with local-memory stores or loads"
+  record spills $rc "logs: spills.txt (every kernel), spills_sites.txt (the sites)"
 }
 
 stage_cpsweep() {
