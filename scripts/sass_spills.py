@@ -7,14 +7,17 @@ not where: a word stored once in a CTA's setup and reloaded in every chunk's han
 loop, one saved around a path that never runs costs nothing (docs/performance_notes.md, version 50: the
 single pass's partial-chunk instance reloaded three words per chunk until then). The build machine has
 no disassembler, so this runs where the CUDA toolkit's cuobjdump is (the GPU machine:
-`scripts/gpu_verify.sh spills`), or on a listing brought back from there.
+`scripts/gpu_verify.sh spills`), or on a listing brought back from there. (The `sass` stage's
+scripts/ncu_role_stalls.py counts the same opcodes per role from a profile, executed; this needs no
+profile and says where they are.)
 
-Usage: scripts/sass_spills.py LISTING [--kernel SUBSTRING] [--context N]
-       scripts/sass_spills.py --binary EXE [--kernel SUBSTRING] [--context N]   (runs cuobjdump -sass EXE)
+Usage: scripts/sass_spills.py LISTING [--kernel SUBSTRING] [--spilling] [--context N]
+       scripts/sass_spills.py --binary EXE [--kernel SUBSTRING] [--spilling] [--context N]   (runs cuobjdump -sass EXE)
        scripts/sass_spills.py --self-test
 LISTING is `cuobjdump -sass` output. --kernel keeps the kernels whose mangled name contains SUBSTRING
-(default: every kernel); --context N prints N instructions before and after each STL / LDL (default 0:
-counts only).
+(default: every kernel), --spilling those with an STL or LDL; --context N prints N instructions before
+and after each STL / LDL (default 0: counts only). A last line counts the kernels listed and those that
+spill.
 """
 import argparse
 import re
@@ -45,15 +48,17 @@ def parse(lines):
     return kernels
 
 
-def report(kernels, name_filter="", context=0, out=sys.stdout):
-    """Prints one line per kernel (and the spill sites with `context`); returns the kernels' total of
-    STL + LDL instructions."""
+def report(kernels, name_filter="", context=0, out=sys.stdout, spilling=False):
+    """Prints one line per kernel (and the spill sites with `context`; with `spilling` only the kernels
+    that have some); returns the kernels' total of STL + LDL instructions."""
     total = 0
     for name, ins in kernels.items():
         if name_filter and name_filter not in name:
             continue
         ops = [op for _, _, op in ins]
         sites = [i for i, op in enumerate(ops) if op in ("STL", "LDL")]
+        if spilling and not sites:
+            continue
         total += len(sites)
         print(f"{len(ins):6d} instructions  HGMMA {ops.count('HGMMA'):4d}  HMMA {ops.count('HMMA'):4d}  "
               f"STL {ops.count('STL'):3d}  LDL {ops.count('LDL'):3d}  {name}", file=out)
@@ -105,6 +110,8 @@ def self_test():
     assert "2 instructions  HGMMA    0  HMMA    0  STL   0  LDL   0" in sink.text, sink.text
     sink = Sink()
     assert report(kernels, name_filter="ILb0ELb0ELb0E", out=sink) == 0 and sink.text.count("\n") == 1, sink.text
+    sink = Sink()
+    assert report(kernels, spilling=True, out=sink) == 2 and sink.text.count("\n") == 1, sink.text
     print("sass_spills self-test: OK")
 
 
@@ -114,6 +121,7 @@ def main():
     ap.add_argument("--binary")
     ap.add_argument("--kernel", default="")
     ap.add_argument("--context", type=int, default=0)
+    ap.add_argument("--spilling", action="store_true")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if a.self_test:
@@ -131,7 +139,10 @@ def main():
     if not kernels:
         print("error: no kernel found in the listing (expected `cuobjdump -sass` output)", file=sys.stderr)
         return 1
-    report(kernels, a.kernel, a.context)
+    listed = [n for n in kernels if a.kernel in n]
+    report(kernels, a.kernel, a.context, spilling=a.spilling)
+    spill = sum(1 for n in listed if any(op in ("STL", "LDL") for _, _, op in kernels[n]))
+    print(f"{len(listed)} kernels, {spill} with local-memory stores or loads")
     return 0
 
 
