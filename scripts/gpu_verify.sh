@@ -23,7 +23,8 @@
 #              the single pass takes): details page and per-instruction SASS counters (source page, CSV)
 #              in the logs, and per role the stall split and HGMMA / HMMA / LDL / STL counts
 #   spills     SASS of every kernel (cuobjdump, scripts/sass_spills.py): instructions, HGMMA / HMMA counts and
-#              each local-memory store and load with the instructions around it
+#              each local-memory store and load with the instructions around it; fails if any kernel has one
+#              (none since version 51)
 #   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
 #              (SWEEP_SPLITS; 0 = the automatic plan) with context_method SWEEP_METHOD (0 automatic,
 #              1 exact, 2 warm-up; default 0): calibrates src/launch/plan.cpp
@@ -290,6 +291,8 @@ stage_spills() {
   python3 scripts/sass_spills.py "$LOG/spills_sass.txt" --spilling --context 6 >"$LOG/spills_sites.txt" 2>&1
   rm -f "$LOG/spills_sass.txt"
   grep -E "instructions  HGMMA|^[0-9]+ kernels" "$LOG/spills_sites.txt"  # the kernels that spill, and the count
+  # No kernel may touch local memory (the SASS twin of .ci/check_wgmma_serialization.sh's ptxas check).
+  grep -qE "^[1-9][0-9]* kernels, 0 with local-memory" "$LOG/spills_sites.txt" || rc=$((rc + 1))
   record spills $rc "logs: spills.txt (every kernel), spills_sites.txt (the sites)"
 }
 

@@ -249,8 +249,15 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   // states it made the consumers spill.)
   auto unit_of = [&] { return static_cast<int64_t>(*static_cast<volatile int32_t*>(&cta_seq)) * p.HV + hv; };
   int walk_k = 0;  // kWalk: the unit of the walk the consumers are on (unit unit0 + walk_k · gridDim.x)
-  // kWalk: that unit's batch row and head, for its outputs (updated at each boundary: no division per step).
-  int walk_seq = seq, walk_hv = hv;
+  // kWalk: that unit's batch row and head, for its outputs (updated at each boundary: no division per
+  // step), per consumer warp in shared memory and read at each output store: kept in registers through
+  // the chunk loop they cost the walk instance a spilled word, stored at the unit's start and reloaded
+  // beside the step's wgmma (cuobjdump, 2026-12-03). Lane 0 of each warp updates its pair between __syncwarp()s.
+  __shared__ int32_t walk_pos[4][2];
+  if constexpr (kWalk) {
+    if (lane == 0) walk_pos[wi][0] = seq, walk_pos[wi][1] = hv;
+    __syncwarp();
+  }
   auto unit_now = [&]() -> int64_t {
     if constexpr (kWalk) return static_cast<int64_t>(unit0) + static_cast<int64_t>(walk_k) * gridDim.x;
     else return unit_of();
@@ -290,12 +297,11 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   load_state(S, 0);
   load_state(S2, 64);
   // The unit whose outputs the steps store (kWalk: the walk's current one, its batch row and head from
-  // walk_seq and walk_hv, advanced at each boundary; a span kept live through the loop made the
-  // consumers spill).
+  // walk_pos, advanced at each boundary; a span kept live through the loop made the consumers spill).
   auto out_span = [&]() -> SequenceSpan {
     if constexpr (kWalk) {
       SequenceSpan o;
-      o.batch = walk_seq;
+      o.batch = *static_cast<volatile int32_t*>(&walk_pos[wi][0]);
       o.t0 = 0;
       o.len = p.pp.seq.T;
       o.vbase = 0;
@@ -305,7 +311,7 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     }
   };
   auto out_hv = [&]() -> int {
-    if constexpr (kWalk) return walk_hv;
+    if constexpr (kWalk) return *static_cast<volatile int32_t*>(&walk_pos[wi][1]);
     else return hv;
   };
   RecurrenceParams rp{};  // what store_out_rows reads: the output and its strides
@@ -375,7 +381,14 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
         }
         ++walk_k;
         // The unit gridDim.x further, as its (row, head) pair (once per unit, not per step).
-        walk_advance_unit(walk_seq, walk_hv, static_cast<int>(gridDim.x), p.HV);
+        __syncwarp();  // every lane's reads of the old pair done
+        if (lane == 0) {
+          int ws = walk_pos[wi][0], wh = walk_pos[wi][1];
+          walk_advance_unit(ws, wh, static_cast<int>(gridDim.x), p.HV);
+          walk_pos[wi][0] = ws;
+          walk_pos[wi][1] = wh;
+        }
+        __syncwarp();
         load_state(S, 0);
         load_state(S2, 64);
       }

@@ -296,7 +296,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
       G[3] = tlo + ihi;
       G[2] = G[3] - a[3];
       const float gam = exp2_fast(tlo + thi);
-      if (qd == 0) gamma[key] = gam;
+      if (quad_leader_from_offset(obase)) gamma[key] = gam;  // (qd == 0, without a scratch register)
       float kd[4], qdv[4], ki[4], kr[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {

@@ -65,6 +65,20 @@ constexpr bool box_layout_is_the_records() {
 }
 static_assert(box_layout_is_the_records(), "the boxes' layout is the record's panel layout");
 
+// The lanes that store a key's Γ in the key loop (one lane of each quad, Frag::qid(lane) == 0), told
+// from the lane's row offset box_row_offset(lane, 0), which the loop keeps in a register anyway:
+// bits 7-8 of it are the lane's row % 4 = lane % 4. Tested from threadIdx there, the predicate needed a
+// scratch register at each key-loop entry, which the single pass's pieces instance found only by
+// spilling one (4 bytes stored and reloaded twice per chunk and warp, cuobjdump 2026-12-03).
+inline constexpr uint32_t kQuadLeaderMask = 0x180u;
+KDA_TILE_HD constexpr bool quad_leader_from_offset(uint32_t row_offset) { return (row_offset & kQuadLeaderMask) == 0u; }
+constexpr bool quad_leader_test_is_qid_zero() {
+  for (int lane = 0; lane < 32; ++lane)
+    if (quad_leader_from_offset(box_row_offset(lane, 0)) != ((lane & 3) == 0)) return false;
+  return true;
+}
+static_assert(quad_leader_test_is_qid_zero(), "bits 7-8 of a lane's row offset are lane % 4");
+
 // A preparation warp that takes its ring stage only at the end of its chunk (RecordTo::kLate): Kr and Γ
 // wait in the warp's own memory (kr in the record's panel layout, so that the move into the stage is a
 // straight copy) until the stage is free; 19 KB per warp, so that eight such warps leave room for 3

@@ -89,6 +89,12 @@ __device__ __forceinline__ uint32_t rescale_box_rows(unsigned char* boxes, int l
   const int row = lane & 15;
   unsigned char* const box = boxes + (lane < 16 ? kIn : kInK) * 2048;  // two panels of 2048 bytes
   float s = 0.0f;
+  // Both loops unrolled by four, not fully: fully unrolled, this rare path was where the single pass's
+  // partial and pieces instances spilled a word (their only spill; cuobjdump 2026-12-03); rolled
+  // (#pragma unroll 1) it spilled nothing either, but that build ran the packed batches 3% slower
+  // (the instances' code layout, as for version 50's nc); by four, as fast as before in three
+  // alternated rounds (docs/performance_notes.md, version 51).
+#pragma unroll 4
   for (int i = 0; i < 16; ++i) {
     const uint4 x = *reinterpret_cast<const uint4*>(box + (i >> 3) * 2048 + row * 128 + (((i & 7) ^ (row & 7)) << 4));
     const uint32_t w[4] = {x.x, x.y, x.z, x.w};
@@ -101,6 +107,7 @@ __device__ __forceinline__ uint32_t rescale_box_rows(unsigned char* boxes, int l
   }
   const bool big = !(s <= 0x1.fffffep127f);
   if (big) {
+#pragma unroll 4
     for (int i = 0; i < 16; ++i) {
       uint4* px = reinterpret_cast<uint4*>(box + (i >> 3) * 2048 + row * 128 + (((i & 7) ^ (row & 7)) << 4));
       uint4 x = *px;
