@@ -9,7 +9,7 @@
 # then its pieces, partial and walk instances were allowed 12, 4 and 4 bytes each way).
 # Compiles (to a cubin) the translation units that instantiate wgmma kernels (today src/launch/fwd_sm90.cu and
 # src/launch/single_pass_sm90.cu) for sm_90a with the library's flags (-lineinfo included: it moves
-# ptxas' register allocation, the walk instance spilling 4 bytes with it and none without) and ptxas' verbose notes, by default and with the build knobs
+# ptxas' register allocation: until version 51 the walk instance spilled 4 bytes with it and none without) and ptxas' verbose notes, by default and with the build knobs
 # that change a wgmma batch (FLASH_KDA_SPLIT_U=1: a second update product); checked to fail on
 # 83ba1ed's kernel.
 set -euo pipefail
@@ -29,13 +29,14 @@ for knobs in "" "-DFLASH_KDA_SPLIT_U=1"; do
     # bytes each way, partial 4 (12 until version 50, whose reloads in every chunk's hand-over cost the
     # packed batches 5-7%), walk 4 (docs/performance_notes.md, versions 50-51). A change that brings a
     # spill back fails here; scripts/gpu_verify.sh spills shows where it lands in SASS.
-    spills=$(awk '/bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {n++} END {print n + 0}' "$log")
+    spilled=$(awk '/Function properties for/ {f = $NF}
+      /bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {print f ": " $0}' "$log")
     if grep -E "wgmma\.mma_async instructions are serialized" "$log"; then
       echo "check_wgmma_serialization: ptxas serialised wgmma in $tu ${knobs:-(defaults)} (above)"
       bad=1
-    elif [ "$spills" -gt 0 ]; then
-      awk '/Function properties for/ {f = $NF} /bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {print f ": " $0}' "$log"
-      echo "check_wgmma_serialization: $spills kernels of $tu ${knobs:-(defaults)} spill registers (above)"
+    elif [ -n "$spilled" ]; then
+      echo "$spilled"
+      echo "check_wgmma_serialization: $(echo "$spilled" | wc -l) kernels of $tu ${knobs:-(defaults)} spill registers (above)"
       bad=1
     else
       echo "check_wgmma_serialization: $tu ${knobs:-(defaults)}: $kernels kernels, no serialised wgmma, no spills"

@@ -82,9 +82,10 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 
 // The register split: 136 / 232 in every instance (0), or SinglePassLayout's alternative 128 / 248 in the
 // whole-sequence instance (1, version 48: spill-free there, 8 bytes at 136 / 232) or in the whole-sequence
-// and pieces instances (2: the pieces instance 4 bytes instead of 12, but 32 instructions more, and its
-// cases 1-2% slower). Measured 2026-12-02 (docs/performance_notes.md, version 48): the whole-sequence cases
-// even within the noise both ways. A build knob, for measuring.
+// and pieces instances (2: at version 48 the pieces instance spilled 4 bytes instead of 12, grew by 32
+// instructions and its cases ran 1-2% slower; since version 51 it spills nothing at 136 / 232 and still 4
+// bytes at 128 / 248, ptxas -v). Measured 2026-12-02 (docs/performance_notes.md, version 48): the
+// whole-sequence cases even within the noise both ways. A build knob, for measuring.
 #ifndef FLASH_KDA_SP_REGS
 #define FLASH_KDA_SP_REGS 1
 #endif

@@ -68,8 +68,9 @@ struct SinglePassLayout {
   // The other split that fits, the whole-sequence instance's since version 48 (FLASH_KDA_SP_REGS,
   // single_pass_kernel.cuh): with it that instance compiles without spills (8 bytes at 136 / 232, in its
   // consumers: they vanish with more consumer registers while the preparation gets fewer); the pieces
-  // instance would spill 4 bytes (12) but grow by 32 instructions and ran 1-2% slower; the partial and walk
-  // instances would spill more (44, 28-56 bytes). The other three instances keep 136 / 232.
+  // instance would spill 4 bytes (version 48: 12 at 136 / 232, none there since version 51) but grow by 32
+  // instructions and ran 1-2% slower; the partial and walk instances would spill more (44, 28-56 bytes at
+  // version 48). The other three instances keep 136 / 232.
   static constexpr int kPrepRegsAlt = 128, kConsumerRegsAlt = 248;
   static constexpr int kRing = 3;
   static constexpr int kSlots = 24;  // lcm(kPrepWarps, kRing)
