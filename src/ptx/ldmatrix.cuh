@@ -21,6 +21,18 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Four floats from shared memory (16-byte aligned) by a volatile load: ptxas keeps volatile loads
+// in program order, so a sequence of them is not hoisted ahead of the work between them (what a
+// kernel at the edge of its register budget may need: unit_lower_inverse.h). Same value as a plain load
+// (tests/gpu/test_ptx.cu).
+__device__ __forceinline__ float4 ld_shared_f32x4_ordered(const float* p) {
+  float4 v;
+  asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(smem_addr(p)));
+  return v;
+}
+
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row_addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

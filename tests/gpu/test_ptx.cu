@@ -5,7 +5,8 @@
 // programmatic-dependent-launch pair (grid_dependency.cuh): a dependent grid that starts while its
 // primary still runs sees the primary's writes after wait_primary. And the relaxed 64-bit words the
 // single pass's pieces poll (gpu_sync.cuh); split_bf16x2_bits and rsqrt_approx_ftz against the
-// conversions and rsqrtf they replace in the single pass's preparation.
+// conversions and rsqrtf they replace in the single pass's preparation; ld_shared_f32x4_ordered
+// (ldmatrix.cuh) through T's columns as chunk_prep_kernel forms them, against the plain loads and the host.
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "src/kernels/sm90/record_fragments.cuh"
+#include "src/kernels/sm90/unit_lower_inverse.h"
 #include "src/ptx/fast_math.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/gpu_sync.cuh"
@@ -457,6 +459,27 @@ TEST(Ptx, RelaxedWordsReadBackAcrossCtas) {
   cudaFree(bad);
 }
 
+// T's 16 columns of each of `n` matrices At (transposed, [n][256]) from shared memory, lanes 0..15 of a
+// warp per matrix: out[2][n][c][16], [0] by the ordered loads (chunk_prep_kernel's form), [1] by plain ones.
+__global__ void probe_inverse_columns(const float* At, int n, float* out) {
+  __shared__ alignas(16) float sAt[256];
+  for (int m = 0; m < n; ++m) {
+    for (int i = threadIdx.x; i < 256; i += 32) sAt[i] = At[256 * m + i];
+    __syncwarp();
+    if (threadIdx.x < 16) {
+      const int c = threadIdx.x;
+      float col[16], colp[16];
+      sm90::prep_detail::unit_lower_inverse_column_t<true>(sAt, c, col);
+      sm90::prep_detail::unit_lower_inverse_column_t<false>(sAt, c, colp);
+      for (int i = 0; i < 16; ++i) {
+        out[(static_cast<int64_t>(m) * 16 + c) * 16 + i] = col[i];
+        out[(static_cast<int64_t>(n + m) * 16 + c) * 16 + i] = colp[i];
+      }
+    }
+    __syncwarp();
+  }
+}
+
 // Per input pair i: both bf16 splits (hi, lo) and, for x0, rsqrtf and rsqrt_approx_ftz.
 __global__ void probe_splits(const float* x, int n, uint32_t* out, float* rs) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -533,6 +556,47 @@ TEST(Ptx, SplitBitsAndRsqrtFtzAreTheValuesTheyReplace) {
   cudaFree(dx);
   cudaFree(dout);
   cudaFree(drs);
+}
+
+// ld_shared_f32x4_ordered reads what a plain load reads: T's columns (unit_lower_inverse.h) on the device
+// by the ordered loads, by plain ones and on the host are the same floats, bit for bit (one fmaf
+// sequence), on random A of the kernels' magnitudes (|A_ij| <= 2).
+TEST(Ptx, OrderedSharedLoadsGiveTheInverseColumnsOfPlainLoads) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr int n = 64;
+  std::mt19937 rng(52);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> At(256 * n, 0.0f);
+  for (int m = 0; m < n; ++m) {
+    const float b = m % 4 == 0 ? 2.0f : 0.5f;
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < i; ++j) At[256 * m + 16 * j + i] = b * u(rng);
+  }
+  float *dAt = nullptr, *dout = nullptr;
+  ASSERT_EQ(cudaMalloc(&dAt, At.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, 2 * At.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dAt, At.data(), At.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  probe_inverse_columns<<<1, 32>>>(dAt, n, dout);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<float> out(2 * At.size());
+  ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  int ordered_vs_plain = 0, device_vs_host = 0, nonzero = 0;
+  for (int m = 0; m < n; ++m)
+    for (int c = 0; c < 16; ++c) {
+      float host[16];
+      sm90::prep_detail::unit_lower_inverse_column_t(&At[256 * m], c, host);
+      for (int i = 0; i < 16; ++i) {
+        const float o = out[(m * 16 + c) * 16 + i], pl = out[((n + m) * 16 + c) * 16 + i];
+        if (std::memcmp(&o, &pl, 4) != 0) ++ordered_vs_plain;
+        if (std::memcmp(&o, &host[i], 4) != 0) ++device_vs_host;
+        if (i > c && o != 0.0f) ++nonzero;
+      }
+    }
+  EXPECT_EQ(ordered_vs_plain, 0);
+  EXPECT_EQ(device_vs_host, 0);
+  EXPECT_GT(nonzero, n * 100);  // the columns below the diagonal were computed, not left zero
+  cudaFree(dAt);
+  cudaFree(dout);
 }
 
 TEST(Ptx, FragmentCoordinatesCoverTheTile) {

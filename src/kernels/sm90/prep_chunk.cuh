@@ -15,7 +15,8 @@
 //         4. A (strictly lower) and M (lower): bounded gate, tensor cores (warps 0 and 1, one n-tile
 //            of both over all 128 key columns; M from hi·hi + lo·hi + hi·lo, A from one hi·hi pass);
 //            unbounded gates, float32 dot products with pairwise exponents (never overflow)
-//         5. T = (I + A)^-1 by forward substitution (warp 0, lane = column), Tb = T·Diag(b)
+//         5. T = (I + A)^-1 by right-looking elimination over A stored transposed (warp 0, lane =
+//            column; unit_lower_inverse.h), Tb = T·Diag(b)
 //         6. P = M·Tb (tensor cores, warps 0-1, hi/lo operands); Tb and P to the record as bf16 hi/lo
 //            pairs; Wd = Tb·Kd (tensor cores, warp w owns key columns [32w, 32w+32), one bf16 pass)
 //         7. Qp = Qd − P·Kd (idem; Qd added exactly, as hi + lo)
@@ -65,7 +66,9 @@ struct PrepSmem {
       uint16_t ki_hi[kTile], ki_lo[kTile];  // bounded gate, phases 3-4
     };
     struct {
-      float A[16 * kSmallLd], M[16 * kSmallLd], Tb[16 * kSmallLd], P[16 * kSmallLd];  // phases 4-7
+      // phases 4-7; A transposed in rows of 16 floats (At[16 j + i] = A[i][j], read as float4s in phase 5)
+      alignas(16) float A[16 * kSmallLd];
+      float M[16 * kSmallLd], Tb[16 * kSmallLd], P[16 * kSmallLd];
     };
   };
   float b[16];
@@ -334,7 +337,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int i = ptx::Frag::c_row(lane, r), j = 8 * warp + ptx::Frag::c_col(lane, r);
-        sm.A[i * kSld + j] = j < i ? sm.b[i] * a[r] : 0.0f;
+        sm.A[j * 16 + i] = j < i ? sm.b[i] * a[r] : 0.0f;  // transposed (phase 5)
         sm.M[i * kSld + j] = j <= i ? mhh[r] + mlo[r] : 0.0f;
       }
     }
@@ -360,17 +363,17 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int j = j0 + jj;
-      sm.A[i * kSld + j] = j < i ? sm.b[i] * a[jj] : 0.0f;
+      sm.A[j * 16 + i] = j < i ? sm.b[i] * a[jj] : 0.0f;  // transposed (phase 5)
       sm.M[i * kSld + j] = j <= i ? m[jj] : 0.0f;  // q̂ carries the scale
     }
   }
   env.sync();
 
-  // ---- Phase 5: T = (I + A)^-1, lane c of warp 0 owns column c --------------------------------
+  // ---- Phase 5: T = (I + A)^-1, lane c of warp 0 owns column c (A read transposed, right-looking) --
   if (tid < 16) {
     const int c = tid;
     float col[16];
-    unit_lower_inverse_column(sm.A, kSld, c, col);
+    unit_lower_inverse_column_t</*kOrderedLoads=*/true>(sm.A, c, col);
     const float bc = sm.b[c];
 #pragma unroll
     for (int i = 0; i < 16; ++i) sm.Tb[i * kSld + c] = col[i] * bc;

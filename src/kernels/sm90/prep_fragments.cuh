@@ -118,7 +118,7 @@ __device__ __forceinline__ void identity_a(uint32_t (&a)[4], int lane) {
   }
 }
 
-// Columns of T = (I + A)^-1 (unit_lower_inverse_column, unit_lower_inverse_column_t): in
+// Columns of T = (I + A)^-1 (unit_lower_inverse_column_t, A stored transposed): in
 // unit_lower_inverse.h, host and device. Both preparations (prep_chunk.cuh, warp_prep.cuh) scale a
 // column by b_c into Tb.
 

@@ -1,12 +1,14 @@
-// T = (I + A)^-1 for the strictly lower 16 x 16 A of a chunk, one column per lane, as the preparations
-// compute it (chunk_prep_kernel's prep_chunk.cuh and the single pass's warp_prep.cuh scale it by b into
-// Tb). Host and device, so that tests/test_kernel_math.cpp checks both forms on the CPU against the
-// float64 inverse; on the device they compile to what the kernels ran before this header existed.
+// T = (I + A)^-1 for the strictly lower 16 x 16 A of a chunk, one column per lane, as both preparations
+// compute it (chunk_prep_kernel's prep_chunk.cuh since version 52, the single pass's warp_prep.cuh since
+// version 41; each scales it by b into Tb). Host and device, so that tests/test_kernel_math.cpp checks
+// it on the CPU against the float64 inverse. (chunk_prep_kernel used a second, row form by forward
+// substitution until version 51; the two measured even there: docs/performance_notes.md, version 52.)
 #pragma once
 
 #include <cmath>
 
 #if defined(__CUDACC__)
+#include "src/ptx/ldmatrix.cuh"
 #define KDA_INV_HD __host__ __device__ __forceinline__
 #define KDA_INV_UNROLL _Pragma("unroll")
 #else
@@ -16,25 +18,14 @@
 
 namespace kda::sm90::prep_detail {
 
-// Column c (0..15) of T for A given by rows (floats, row stride lda), by forward substitution in two
-// FMA chains (half the dependent latency).
-KDA_INV_HD void unit_lower_inverse_column(const float* A, int lda, int c, float (&col)[16]) {
-KDA_INV_UNROLL
-  for (int i = 0; i < 16; ++i) {
-    float acc0 = (i == c) ? 1.0f : 0.0f, acc1 = 0.0f;
-KDA_INV_UNROLL
-    for (int j = 0; j < i; j += 2) {
-      acc0 = fmaf(-A[i * lda + j], col[j], acc0);
-      if (j + 1 < i) acc1 = fmaf(-A[i * lda + j + 1], col[j + 1], acc1);
-    }
-    col[i] = acc0 + acc1;
-  }
-}
-
 // Column c of T, A given transposed (At[16 j + i] = A[i][j], rows of 16 floats, 16-byte aligned) and
 // eliminated right-looking: once col[j] is known it is taken out of every later row at once, so that
 // the 15 steps' multiply-adds are independent of each other within a step (the chain is 15 long rather
 // than one per row's dot product), and column j of A is read as float4s on the device.
+// kOrderedLoads (device): the column reads as loads that ptxas keeps in program order (ld.volatile,
+// src/ptx/ldmatrix.cuh) rather than hoisting them all ahead of the steps: chunk_prep_kernel's fallback
+// instance, at its 96 registers, spilled 4 bytes with the plain loads (ptxas -v, version 52).
+template <bool kOrderedLoads = false>
 KDA_INV_HD void unit_lower_inverse_column_t(const float* At, int c, float (&col)[16]) {
   float acc[16];
 KDA_INV_UNROLL
@@ -45,7 +36,8 @@ KDA_INV_UNROLL
 KDA_INV_UNROLL
     for (int q = (j + 1) / 4; q < 4; ++q) {
 #if defined(__CUDA_ARCH__)
-      const float4 v = reinterpret_cast<const float4*>(At + 16 * j)[q];
+      const float4 v = kOrderedLoads ? ptx::ld_shared_f32x4_ordered(At + 16 * j + 4 * q)
+                                     : reinterpret_cast<const float4*>(At + 16 * j)[q];
       a[4 * q] = v.x;
       a[4 * q + 1] = v.y;
       a[4 * q + 2] = v.z;
