@@ -331,5 +331,40 @@ TEST(Plan, WorkspaceSaturatesInsteadOfWrapping) {
   EXPECT_EQ(context_workspace_bytes(int64_t{1} << 30, p), (size_t{1} << 30) * 125u * 128u * 128u * 4u);
 }
 
+// The preparation's 32-bit row offsets (PrepParams::off32): every offset, 16 token strides past the
+// end included, below 2^31, decided at the boundary and never by an overflowed sum.
+TEST(Plan, OffsetsFitInt32AtTheBoundary) {
+  auto tensor = [](int64_t B, int64_t T, int64_t H, int64_t sb, int64_t st, int64_t sh) {
+    kda_tensor t{};
+    t.dtype = KDA_DTYPE_BF16;
+    t.ndim = 4;
+    const int64_t shape[4] = {B, T, H, 128}, stride[4] = {sb, st, sh, 1};
+    for (int d = 0; d < 4; ++d) {
+      t.shape[d] = shape[d];
+      t.stride[d] = stride[d];
+    }
+    return t;
+  };
+  // Contiguous [B, T, H, 128]: reach (B·T·H - 1)·128 + 127 plus 16 token strides.
+  EXPECT_TRUE(offsets_fit_int32(tensor(4, 8192, 64, 8192 * 64 * 128, 64 * 128, 128)));
+  const int64_t lim = int64_t{1} << 31, row = 128;  // one head: token stride 128
+  // reach = (T - 1)·128 + 127 + 16·128 = 128·T + 2047: below 2^31 up to T = (2^31 - 2048) / 128.
+  const int64_t t_max = (lim - 2048) / row;
+  EXPECT_TRUE(offsets_fit_int32(tensor(1, t_max, 1, t_max * row, row, row)));
+  EXPECT_FALSE(offsets_fit_int32(tensor(1, t_max + 1, 1, (t_max + 1) * row, row, row)));
+  // A batch stride alone can cross it (q strided out of a larger buffer), and a stride of a dimension
+  // of size 1 does not count, save the token stride's 16 rows.
+  EXPECT_FALSE(offsets_fit_int32(tensor(2, 64, 1, lim, row, row)));
+  EXPECT_TRUE(offsets_fit_int32(tensor(1, 64, 1, int64_t{1} << 62, row, row)));
+  EXPECT_FALSE(offsets_fit_int32(tensor(1, 1, 1, row, lim / 16, row)));
+  // Products and sums past int64 are "does not fit", not a wrapped small number.
+  EXPECT_FALSE(offsets_fit_int32(tensor(3, 64, 1, int64_t{1} << 62, row, row)));
+  EXPECT_FALSE(offsets_fit_int32(tensor(1, 1, 1, row, int64_t{1} << 62, row)));
+  // beta: [B, T, HV].
+  kda_tensor beta = tensor(1, 1024, 8, 1024 * 8, 8, 1);
+  beta.ndim = 3;
+  EXPECT_TRUE(offsets_fit_int32(beta));
+}
+
 }  // namespace
 }  // namespace kda::sm90

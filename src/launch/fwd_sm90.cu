@@ -305,6 +305,7 @@ PrepParams preparation_params(const Problem& pr) {
   pp.allow_neg_eigval = a.allow_neg_eigval != 0;
   pp.scale = static_cast<float>(a.scale);  // the kernels compute in fp32 (never bf16-rounded)
   pp.lower_bound = static_cast<float>(a.lower_bound);
+  pp.off32 = offsets_fit_int32(a.q) && offsets_fit_int32(a.k) && offsets_fit_int32(a.g) && offsets_fit_int32(a.beta);
   return pp;
 }
 

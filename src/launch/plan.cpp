@@ -317,4 +317,18 @@ size_t transition_scratch_bytes(int64_t units, const TransitionPlan& plan) {
   return static_cast<size_t>(units) * static_cast<size_t>(plan.segments) * 2 * 128 * 128 * sizeof(float);
 }
 
+bool offsets_fit_int32(const kda_tensor& t) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  int64_t reach = 0;
+  if (t.ndim < 2 || !checked_mul<int64_t>(16, t.stride[1], &reach) || reach >= kLimit) return false;
+  for (int d = 0; d < t.ndim; ++d) {
+    int64_t span = 0;
+    if (t.shape[d] <= 1) continue;
+    if (!checked_mul<int64_t>(t.shape[d] - 1, t.stride[d], &span) || !checked_add(reach, span, &reach) ||
+        reach >= kLimit)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace kda::sm90

@@ -181,4 +181,9 @@ inline int64_t transition_slots(const TransitionPlan& p) { return int64_t{2} * p
 // Float32 scratch of the transition pass: per unit and segment its end state and transition.
 size_t transition_scratch_bytes(int64_t units, const TransitionPlan& plan);
 
+// Whether every element offset of the [B, T, heads(, D)] tensor t, with 16 token strides added (the
+// rows a chunk's threads address past a sequence's end), is below 2^31: then the preparation forms
+// its row offsets in 32-bit arithmetic (PrepParams::off32). Shapes and strides non-negative (validated).
+bool offsets_fit_int32(const kda_tensor& t);
+
 }  // namespace kda::sm90

@@ -58,9 +58,10 @@ __device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, u
   lo = *reinterpret_cast<uint32_t*>(&l);
 }
 
-// The same bits (tests/gpu/test_ptx.cu), hi's halves widened to float by a shift and a mask: two
+// The same bits (tests/gpu/test_ptx_math.cu), hi's halves widened to float by a shift and a mask: two
 // instructions where __bfloat1622float2 takes four. The single pass's preparation uses it in its
-// loops; chunk_prep_kernel keeps split_bf16x2, with which ptxas does not spill it (4 bytes with this).
+// loops, chunk_prep_kernel in its row tiles (pack8_split, prep_fragments.cuh; spill-free there since
+// version 53's 32-bit row offsets freed registers, 4 bytes before).
 __device__ __forceinline__ void split_bf16x2_bits(float x0, float x1, uint32_t& hi, uint32_t& lo) {
   hi = pack_bf16x2(x0, x1);
   lo = pack_bf16x2(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));

@@ -1,14 +1,17 @@
 // The SM90 path across its options and its safety contract, against the CPU float64 recurrence:
 // state dtypes in/out, varlen with int32/int64 cu_seqlens (empty sequences, partial chunks, T=1),
 // GVA, the three gate forms and the beta / L2-norm flags, f32 g and beta, every value-row split (vsplit 1..8),
-// strided inputs, output rows outside the sequences never written, CUDA-graph capture and replay,
-// bad cu_seqlens contents (no fault; the opt-in check names them), wrong pointers and workspace.
+// strided inputs (and offsets past 2^31 elements), output rows outside the sequences never written,
+// CUDA-graph capture and replay, bad cu_seqlens contents (no fault; the opt-in check names them), wrong
+// pointers and workspace.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -201,6 +204,38 @@ TEST(GpuOptions, StridedInputsMatchContiguous) {
   ASSERT_EQ(run_on_gpu(p.params()).code, KDA_OK);
   ASSERT_EQ(run_on_gpu(sp).code, KDA_OK);
   expect_identical(p, strided, "strided vs contiguous");
+}
+
+// q strided so that batch row 1 starts 2^31 + 64 elements into its buffer (a 4.3 GB view, on the host
+// and the device): the preparation forms its row offsets in 64 bits (PrepParams::off32 = 0; every other
+// test takes the 32-bit path), and the results are those of the contiguous q, bit for bit. T = 40: two
+// whole chunks and a partial one per row.
+TEST(GpuOptions, OffsetsPast2To31MatchContiguous) {
+  KDA_SKIP_WITHOUT_SM90();
+  ProblemSpec s;
+  s.B = 2;
+  s.T = 40;
+  s.H = s.HV = 2;
+  RandomProblem p = make_random_problem(s);
+  RandomProblem far = p;
+  const int64_t H = 2, row = H * 128, batch_stride = (int64_t{1} << 31) + 64;  // 16-byte multiple
+  std::vector<uint16_t> big;
+  try {
+    big.resize(static_cast<size_t>(batch_stride + s.T * row));
+  } catch (const std::bad_alloc&) {
+    GTEST_SKIP() << "no 4.3 GB of host memory for the view";
+  }
+  for (int64_t b = 0; b < s.B; ++b)
+    std::copy_n(p.q.begin() + b * s.T * row, s.T * row, big.begin() + b * batch_stride);
+  kda_fwd_params fp = far.params();
+  fp.q.data = big.data();
+  fp.q.stride[0] = batch_stride;
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < size_t{6} << 30) GTEST_SKIP() << "no 6 GB of free device memory for the view";
+  ASSERT_EQ(run_on_gpu(p.params()).code, KDA_OK);
+  ASSERT_EQ(run_on_gpu(fp).code, KDA_OK);
+  expect_identical(p, far, "q's batch rows 2^31 elements apart vs contiguous");
 }
 
 // v broadcast over the value heads (head stride 0): no tensor map describes it, so the wgmma

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(128, kFiltered ? kFallbackPrepCtasPerSm : FLAS
 #pragma unroll 1
       for (int64_t i = blockIdx.x; i < listed * per; i += gridDim.x) {
         const int32_t unit = list[i / per];
-        prepare_chunk<kGate, kBounds>(p, smem, static_cast<int64_t>(unit / p.HV) * per + i % per, unit % p.HV);
+        prepare_chunk<kGate, kBounds, false>(p, smem, static_cast<int64_t>(unit / p.HV) * per + i % per, unit % p.HV);
         __syncthreads();  // (prepare_chunk's shared memory, again)
       }
       return;
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(128, kFiltered ? kFallbackPrepCtasPerSm : FLAS
         fell = single_pass_fell_back(p.sp_fail, p.sp_pieces, units, static_cast<int64_t>(seq) * p.HV + blockIdx.y);
       }
       if (!fell) continue;
-      prepare_chunk<kGate, kBounds>(p, smem, vc, blockIdx.y);
+      prepare_chunk<kGate, kBounds, false>(p, smem, vc, blockIdx.y);
       __syncthreads();  // (prepare_chunk's shared memory, again)
     }
   } else {

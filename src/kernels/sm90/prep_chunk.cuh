@@ -6,6 +6,10 @@
 //         (phase 4) and P (phase 6), every warp the rest. "Row map":
 //         thread t owns columns [8·(t%16), +8) of rows t/16 and t/16 + 8; "column map": thread t
 //         owns key column t.
+// Prologue: the chunk's sequence and token range (locate_chunk_span: 32-bit arithmetic for fixed-length
+//         batches) and the row offsets, in 32-bit arithmetic where PrepParams::off32 allows (every
+//         launch whose q, k, g and beta span fewer than 2^31 elements; version 53: 5% fewer
+//         instructions than the 64-bit forms, which stay for larger tensors)
 // Phases: 1. (row map) every global load first (one round trip), L2-normalise q and k (16-lane
 //            shuffle reduction, rescaled where the sum of squares overflows; kept in registers),
 //            gate -> per-element log2-decay into G (unbounded gates floored at -256); beta
@@ -100,8 +104,10 @@ struct PrepCtaEnv {
 
 // Prepares virtual chunk `vc` of value head `hv` (its record, and with kBounds its chunk bound).
 // Every thread of the 128-thread CTA calls it (block-wide barriers); returns at once, uniformly,
-// for a virtual chunk no sequence owns. The caller separates two calls by a barrier.
-template <GateKind kGate, bool kBounds, typename Env = PrepCtaEnv>
+// for a virtual chunk no sequence owns. The caller separates two calls by a barrier. kOff32 = false
+// compiles the 64-bit row offsets only (the single pass's fallback instance: with both forms its loop
+// spilled 12 bytes).
+template <GateKind kGate, bool kBounds, bool kOff32 = true, typename Env = PrepCtaEnv>
 __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGate>& sm, int64_t vc, int hv,
                                               const Env& env = Env{}) {
   using namespace prep_detail;
@@ -111,8 +117,8 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   constexpr int kSld = Smem::kSmallLd;
   const int tid = env.tid(), warp = tid >> 5, lane = tid & 31;
   int32_t seq, chunk;
-  if (!locate_chunk(p.seq, vc, &seq, &chunk)) return;
-  const SequenceSpan span = sequence_span(p.seq, seq);
+  SequenceSpan span;
+  if (!locate_chunk_span(p.seq, static_cast<int32_t>(vc), &seq, &chunk, &span)) return;  // (vc < 2^31)
   const int tok0 = span.t0 + chunk * 16;  // first token of the chunk within its batch row
   const int L = min(16, span.len - chunk * 16);
   const int hq = static_cast<int>(fast_div(static_cast<uint32_t>(hv), p.group_magic));  // hv / group
@@ -128,22 +134,45 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   {
     uint4 qraw[2], kraw[2], graw[2][2];
     float dtb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    // The thread's rows r0 and r0 + 8: element offsets of row r0 once; row r0 + 8 is eight token
-    // strides further. A whole chunk (every chunk but a sequence's last) loads without predicates.
+    // The thread's rows r0 and r0 + 8 (eight token strides further). Their element offsets in 32-bit
+    // arithmetic when the host found every offset of q, k and g, 16 tokens past the end included,
+    // below 2^31 (PrepParams::off32: one IMAD a term, where a 64-bit product takes three), else in
+    // 64 bits. A whole chunk (every chunk but a sequence's last) loads without predicates.
     const int r0 = tid >> 4;
-    const int64_t t0 = tok0 + r0;
-    const uint16_t* qrow = p.q + (span.batch * p.q_st.b + t0 * p.q_st.t + hq * p.q_st.h + 8 * vec);
-    const uint16_t* krow = p.k + (span.batch * p.k_st.b + t0 * p.k_st.t + hq * p.k_st.h + 8 * vec);
-    const int64_t grow = span.batch * p.g_st.b + t0 * p.g_st.t + hv * p.g_st.h + 8 * vec;
+    const uint16_t* qrow[2];
+    const uint16_t* krow[2];
+    int64_t goff[2];
+    if (kOff32 && p.off32) {
+      const int32_t t0 = tok0 + r0;
+      const int32_t qo = span.batch * static_cast<int32_t>(p.q_st.b) + t0 * static_cast<int32_t>(p.q_st.t) +
+                         hq * static_cast<int32_t>(p.q_st.h) + 8 * vec;
+      const int32_t ko = span.batch * static_cast<int32_t>(p.k_st.b) + t0 * static_cast<int32_t>(p.k_st.t) +
+                         hq * static_cast<int32_t>(p.k_st.h) + 8 * vec;
+      const int32_t go = span.batch * static_cast<int32_t>(p.g_st.b) + t0 * static_cast<int32_t>(p.g_st.t) +
+                         hv * static_cast<int32_t>(p.g_st.h) + 8 * vec;
+      qrow[0] = p.q + qo;
+      qrow[1] = p.q + (qo + 8 * static_cast<int32_t>(p.q_st.t));
+      krow[0] = p.k + ko;
+      krow[1] = p.k + (ko + 8 * static_cast<int32_t>(p.k_st.t));
+      goff[0] = go;
+      goff[1] = go + 8 * static_cast<int32_t>(p.g_st.t);
+    } else {
+      const int64_t t0 = tok0 + r0;
+      qrow[0] = p.q + (span.batch * p.q_st.b + t0 * p.q_st.t + hq * p.q_st.h + 8 * vec);
+      krow[0] = p.k + (span.batch * p.k_st.b + t0 * p.k_st.t + hq * p.k_st.h + 8 * vec);
+      goff[0] = span.batch * p.g_st.b + t0 * p.g_st.t + hv * p.g_st.h + 8 * vec;
+      qrow[1] = qrow[0] + 8 * p.q_st.t;
+      krow[1] = krow[0] + 8 * p.k_st.t;
+      goff[1] = goff[0] + 8 * p.g_st.t;
+    }
     auto load_row = [&](int h) {
-      qraw[h] = *reinterpret_cast<const uint4*>(qrow + 8 * h * p.q_st.t);
-      kraw[h] = *reinterpret_cast<const uint4*>(krow + 8 * h * p.k_st.t);
-      const int64_t goff = grow + 8 * h * p.g_st.t;
+      qraw[h] = *reinterpret_cast<const uint4*>(qrow[h]);
+      kraw[h] = *reinterpret_cast<const uint4*>(krow[h]);
       if (p.g_is_f32) {
-        graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff);
-        graw[h][1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff + 4);
+        graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff[h]);
+        graw[h][1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(p.g) + goff[h] + 4);
       } else {
-        graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.g) + goff);
+        graw[h][0] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.g) + goff[h]);
       }
     };
     if (L == 16) {
@@ -168,7 +197,12 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
     if (tid < 16) {
       float b = 0.0f;
       if (tid < L) {
-        const int64_t off = span.batch * p.beta_st.b + static_cast<int64_t>(tok0 + tid) * p.beta_st.t + hv * p.beta_st.h;
+        int64_t off;
+        if (kOff32 && p.off32)
+          off = span.batch * static_cast<int32_t>(p.beta_st.b) + (tok0 + tid) * static_cast<int32_t>(p.beta_st.t) +
+                hv * static_cast<int32_t>(p.beta_st.h);
+        else
+          off = span.batch * p.beta_st.b + static_cast<int64_t>(tok0 + tid) * p.beta_st.t + hv * p.beta_st.h;
         b = beta_activation(load_scalar(p.beta, off, p.beta_is_f32), p.beta_sigmoid != 0, p.allow_neg_eigval != 0);
       }
       sm.b[tid] = b;

@@ -78,7 +78,7 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
 __device__ __forceinline__ void pack8_split(const float (&x)[8], uint4& hi, uint4& lo) {
   uint32_t h[4], l[4];
 #pragma unroll
-  for (int e = 0; e < 4; ++e) ptx::split_bf16x2(x[2 * e], x[2 * e + 1], h[e], l[e]);
+  for (int e = 0; e < 4; ++e) ptx::split_bf16x2_bits(x[2 * e], x[2 * e + 1], h[e], l[e]);
   hi = make_uint4(h[0], h[1], h[2], h[3]);
   lo = make_uint4(l[0], l[1], l[2], l[3]);
 }

@@ -72,4 +72,27 @@ __device__ __forceinline__ bool locate_chunk(const SequenceLayout& s, int64_t vc
   return true;
 }
 
+// locate_chunk and sequence_span in one, for prepare_chunk's prologue: fixed-length batches in 32-bit
+// arithmetic (vc < num_vchunks < 2^31, every chunk index below a row's chunk count owned, so no bound
+// to check but the sequence's), varlen batches as those two. Same results as the pair.
+__device__ __forceinline__ bool locate_chunk_span(const SequenceLayout& s, int32_t vc, int32_t* seq, int32_t* chunk,
+                                                  SequenceSpan* span) {
+  if (s.cu_seqlens != nullptr) {
+    if (!locate_chunk(s, vc, seq, chunk)) return false;
+    *span = sequence_span(s, *seq);
+    return true;
+  }
+  const int32_t per = (s.T + 15) >> 4;  // chunks per batch row (T >= 0)
+  if (per == 0) return false;
+  const int32_t n = s.per_fast ? static_cast<int32_t>(fast_div(static_cast<uint32_t>(vc), s.per_magic)) : vc / per;
+  if (n >= s.N) return false;
+  *seq = n;
+  *chunk = vc - n * per;
+  span->batch = n;
+  span->t0 = 0;
+  span->len = s.T;
+  span->vbase = static_cast<int64_t>(n) * per;
+  return true;
+}
+
 }  // namespace kda::sm90
