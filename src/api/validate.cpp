@@ -98,15 +98,11 @@ kda_status check_tensor(const char* name, const kda_tensor& t, int ndim, const i
   constexpr int64_t kMaxBytes = int64_t{1} << 62;
   const int64_t elem = static_cast<int64_t>(dtype_bytes(dtype));
   int64_t reach = 1;  // elements
-  for (int d = 0; d < ndim; ++d) {
-    if (t.shape[d] <= 1 || t.stride[d] == 0) continue;
-    int64_t span = 0;
-    if (!checked_mul(t.shape[d] - 1, t.stride[d], &span) || !checked_add(reach, span, &reach) ||
-        reach > kMaxBytes / elem)
-      return make_error(KDA_ERROR_INVALID_ARGUMENT,
-                        "%s: sizes too large to index: shape %s with stride[%d] = %lld reaches past 2^62 bytes",
-                        name, shape_str(t).c_str(), d, static_cast<long long>(t.stride[d]));
-  }
+  const int d = add_tensor_reach(t, kMaxBytes / elem, &reach);  // (t.ndim == ndim, checked above)
+  if (d >= 0)
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "%s: sizes too large to index: shape %s with stride[%d] = %lld reaches past 2^62 bytes", name,
+                      shape_str(t).c_str(), d, static_cast<long long>(t.stride[d]));
   return make_ok();
 }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "flash_kda/flash_kda.h"
+
 namespace kda {
 
 // *r = a * b; false (and *r unspecified) when the exact product does not fit.
@@ -20,6 +22,20 @@ inline bool checked_mul(T a, T b, T* r) {
 template <class T>
 inline bool checked_add(T a, T b, T* r) {
   return !__builtin_add_overflow(a, b, r);
+}
+
+// Adds the largest element offset of t, sum over d of (shape[d] - 1) * stride[d] (shapes and strides
+// non-negative), to *reach. Returns -1 when every partial sum stays at or below `limit`; otherwise the
+// dimension at which it first exceeded it (or overflowed int64), *reach then unspecified. Used by
+// validation (2^62 bytes) and by the preparation's 32-bit offsets (plan.cpp, offsets_fit_int32).
+inline int add_tensor_reach(const kda_tensor& t, int64_t limit, int64_t* reach) {
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] <= 1 || t.stride[d] == 0) continue;
+    int64_t span = 0;
+    if (!checked_mul(t.shape[d] - 1, t.stride[d], &span) || !checked_add(*reach, span, reach) || *reach > limit)
+      return d;
+  }
+  return -1;
 }
 
 // Saturating size_t arithmetic: SIZE_MAX stands for "does not fit" and stays SIZE_MAX.

@@ -318,17 +318,10 @@ size_t transition_scratch_bytes(int64_t units, const TransitionPlan& plan) {
 }
 
 bool offsets_fit_int32(const kda_tensor& t) {
-  constexpr int64_t kLimit = int64_t{1} << 31;
-  int64_t reach = 0;
-  if (t.ndim < 2 || !checked_mul<int64_t>(16, t.stride[1], &reach) || reach >= kLimit) return false;
-  for (int d = 0; d < t.ndim; ++d) {
-    int64_t span = 0;
-    if (t.shape[d] <= 1) continue;
-    if (!checked_mul<int64_t>(t.shape[d] - 1, t.stride[d], &span) || !checked_add(reach, span, &reach) ||
-        reach >= kLimit)
-      return false;
-  }
-  return true;
+  constexpr int64_t kMax = (int64_t{1} << 31) - 1;
+  int64_t reach = 0;  // 16 token strides past the last offset, then the tensor's reach
+  if (t.ndim < 2 || !checked_mul<int64_t>(16, t.stride[1], &reach) || reach > kMax) return false;
+  return add_tensor_reach(t, kMax, &reach) < 0;
 }
 
 }  // namespace kda::sm90

@@ -64,7 +64,7 @@ struct PrepParams {
   int32_t beta_sigmoid, qk_l2norm, allow_neg_eigval;
   float scale, lower_bound;
   // 1 when every element offset of q, k, g and beta, and each plus 16 token strides, is below 2^31
-  // (offsets32, fwd_sm90.cu): prepare_chunk forms its row offsets in 32-bit arithmetic.
+  // (offsets_fit_int32, plan.h): prepare_chunk forms its row offsets in 32-bit arithmetic.
   int32_t off32;
   uint8_t* records;  // [HV][num_vchunks] ChunkRecord
   // [HV][num_vchunks] or nullptr: per chunk, the largest over key channels of the chunk's summed

@@ -87,7 +87,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
     uint4 qraw[2], kraw[2], graw[2][2];
     float dtb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     // The thread's rows r0 and r0 + 8 (eight token strides further). Their element offsets in 32-bit
-    // arithmetic when the host found every offset of q, k and g, 16 tokens past the end included,
+    // arithmetic when the host found every offset of q, k, g and beta, 16 tokens past the end included,
     // below 2^31 (PrepParams::off32: one IMAD a term, where a 64-bit product takes three), else in
     // 64 bits. A whole chunk (every chunk but a sequence's last) loads without predicates.
     const int r0 = tid >> 4;
