@@ -323,7 +323,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int i = ptx::Frag::c_row(lane, r), j = 8 * warp + ptx::Frag::c_col(lane, r);
-        sm.A[j * 16 + i] = j < i ? sm.b[i] * a[r] : 0.0f;  // transposed (phase 5)
+        sm.A[j * Smem::kAtLd + i] = j < i ? sm.b[i] * a[r] : 0.0f;  // transposed (phase 5)
         sm.M[i * kSld + j] = j <= i ? mhh[r] + mlo[r] : 0.0f;
       }
     }
@@ -349,7 +349,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int j = j0 + jj;
-      sm.A[j * 16 + i] = j < i ? sm.b[i] * a[jj] : 0.0f;  // transposed (phase 5)
+      sm.A[j * Smem::kAtLd + i] = j < i ? sm.b[i] * a[jj] : 0.0f;  // transposed (phase 5)
       sm.M[i * kSld + j] = j <= i ? m[jj] : 0.0f;  // q̂ carries the scale
     }
   }
@@ -359,7 +359,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   if (tid < 16) {
     const int c = tid;
     float col[16];
-    unit_lower_inverse_column_t</*kOrderedLoads=*/true>(sm.A, c, col);
+    unit_lower_inverse_column_t</*kOrderedLoads=*/true, Smem::kAtLd>(sm.A, c, col);
     const float bc = sm.b[c];
 #pragma unroll
     for (int i = 0; i < 16; ++i) sm.Tb[i * kSld + c] = col[i] * bc;

@@ -17,6 +17,9 @@ struct PrepSmem {
   static constexpr int kLd = 132;       // padded row length of the [16][128] float tiles (the column
                                         // loops of the unbounded gates read 4 rows at once)
   static constexpr int kSmallLd = 24;   // [16][16] float tiles: conflict-free 8-byte fragment loads
+  static constexpr int kAtLd = 20;      // A transposed: a warp's phase-4 stores (8 rows i x 4 columns j
+                                        // of one parity) hit 32 banks; rows of 16 gave 8 banks, 4-way
+                                        // conflicts. Rows stay 16-byte aligned for phase 5's float4 reads
   static constexpr int kTile = 16 * 128;  // bf16 elements of a [16][128] tile (the wide layout)
   static constexpr bool kPairwise = kGate != GateKind::kBounded;
   union {
@@ -29,7 +32,7 @@ struct PrepSmem {
       uint16_t ki_hi[kTile], ki_lo[kTile];  // bounded gate, phases 3-4
     };
     struct {
-      // phases 4-7; A transposed in rows of 16 floats (At[16 j + i] = A[i][j], read as float4s in phase 5)
+      // phases 4-7; A transposed in rows of kAtLd floats (At[kAtLd j + i] = A[i][j], float4s in phase 5)
       alignas(16) float A[16 * kSmallLd];
       float M[16 * kSmallLd], Tb[16 * kSmallLd], P[16 * kSmallLd];
     };
@@ -39,7 +42,8 @@ struct PrepSmem {
   // key columns (float_order_key); per row and 8-column part, the squared norm of Kr; per warp, the
   // squared row norms of Wd over its key columns.
   int32_t bound[4];
-  float kr_sq[16][16];  // [row][16-column part]
+  alignas(16) float kr_sq[16][20];  // [row][16-column part]; rows padded to 20 floats (fewer bank
+                                    // conflicts on the per-row stores, version 54)
   float wd_sq[4][16];
   alignas(16) float khat[kPairwise ? 16 * kLd : 4];  // unbounded gates only
   float qhat[kPairwise ? 16 * kLd : 4];
