@@ -49,7 +49,7 @@ def test_fwd_signature_is_upstream_compatible():
 
 def test_fwd_paths_agree_on_arguments():
     """fwd hands every argument to the general path and to _C._fwd_eager, the latter in the order
-    of the op's schema (the positions binding.cpp's fwd_eager reads)."""
+    of the op's schema (the positions binding_fwd_eager.inc's fwd_eager reads)."""
     path = os.path.join("python", "flash_kda", "_ops.py")
     fwd, general = _function(path, "fwd"), _function(path, "_fwd_general")
     names = [a.arg for a in fwd.args.args + fwd.args.kwonlyargs]
