@@ -3,7 +3,7 @@
 // wgmma descriptor packs and unpacks its fields at the documented bits, the accumulator layout
 // covers each element of m64nN once and feeds the register A operand, operand descriptors start
 // where the tile keeps their k-step, the shared-storage helpers align, the tensor-map builder
-// rejects bad arguments by name, the register budget of a CTA and of a setmaxnreg split. tests/gpu/test_tile.cu checks the same functions on the hardware.
+// rejects bad arguments by name, the register budget of a CTA and of a setmaxnreg split. tests/gpu/test_tile.cu and test_tile_tma.cu check the same functions on the hardware.
 #include <gtest/gtest.h>
 
 #include <cstring>

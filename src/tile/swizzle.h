@@ -1,7 +1,7 @@
 // Shared-memory swizzles of bf16 tiles: where element (row, col) of a tile lies, in the patterns the
 // tensor copy engine (TMA, CU_TENSOR_MAP_SWIZZLE_*) writes and wgmma reads (descriptor swizzle
 // modes). Host and device constexpr; tests/test_tile_layout.cpp checks them on the CPU,
-// tests/gpu/test_tile.cu against what TMA really writes and what wgmma really reads.
+// tests/gpu/test_tile_tma.cu against what TMA really writes and tests/gpu/test_tile.cu what wgmma really reads.
 //
 // The pattern (CUDA programming guide, "TMA swizzle"; PTX ISA, shared-memory matrix layouts): with
 // S = 32, 64 or 128 swizzle bytes, shared memory is seen as rows of S bytes made of 16-byte chunks;
