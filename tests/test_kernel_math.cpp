@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -188,6 +189,29 @@ TEST(KernelMath, UnitLowerInverseColumnsMatchFloat64) {
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 16; ++j) A[i * 16 + j] = j < i ? b * u(rng) * (trial % 2 ? 1.0f : 0.25f) : 0.0f;
     check(A, 1e-5, "random A");
+  }
+}
+
+// The padded row stride chunk_prep_kernel stores A with (PrepSmem::kAtLd = 20, version 54): the same
+// columns bit for bit as rows of 16, and nothing read from the padding (filled with NaN).
+TEST(KernelMath, UnitLowerInverseColumnsIgnoreTheRowPadding) {
+  constexpr int kLd = 20;  // PrepSmem::kAtLd (prep_smem.cuh, a device-only header)
+  std::mt19937 rng(54);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> At16(256, 0.0f), AtLd(16 * kLd, std::numeric_limits<float>::quiet_NaN());
+    for (int j = 0; j < 16; ++j)
+      for (int i = 0; i < 16; ++i) {
+        const float a = i > j ? u(rng) : 0.0f;  // At[j][i] = A[i][j], strictly lower A
+        At16[j * 16 + i] = a;
+        AtLd[j * kLd + i] = a;
+      }
+    for (int c = 0; c < 16; ++c) {
+      float col16[16], colLd[16];
+      sm90::prep_detail::unit_lower_inverse_column_t(At16.data(), c, col16);
+      sm90::prep_detail::unit_lower_inverse_column_t<false, kLd>(AtLd.data(), c, colLd);
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(std::memcmp(&col16[i], &colLd[i], 4), 0) << "row " << i << " column " << c;
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 // PrepSmem (bounded gate, 30 KB: six CTAs per SM): G [16][132] float (aliased in phases 6-7 by Wd and Qp,
 // staged for 16-byte stores), Kd, Qd hi/lo, Ki hi/lo: 5 x [16][128] bf16 in the record layout (Ki
 // aliased by A, M, Tb, P: 4 x [16][24] float once the phase-4 products are done), b: 16, the bound's
-// partial sums (1.3 KB). Unbounded gates add k̂ and q̂ as [16][132] float.
+// partial sums (1.5 KB). Unbounded gates add k̂ and q̂ as [16][132] float.
 #pragma once
 
 #include <cstdint>
