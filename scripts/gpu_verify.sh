@@ -3,7 +3,8 @@
 #   build      configure + build the library, tests and benchmark (skipped when BUILD holds a build)
 #   tests      host tests, GPU tests (golden cases, options matrix, safety, PTX layer), the demo
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck on the small golden cases (SANITIZER_TIMEOUT
-#              per tool, default 600 s; SANITIZER_INFO=0 skips the informational racecheck run), racecheck
+#              per tool, default 600 s; SANITIZER_INFO=0 skips the informational racecheck run;
+#              SANITIZER_PARALLEL=1 runs the tools at once, each in a process of its own), racecheck
 #              also on runs that reuse the recurrence's stage ring and on the decode kernels, the
 #              numerics and in-place cases; memcheck on the 8-thread x 4-stream concurrency test
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py); the GPU
@@ -140,21 +141,37 @@ stage_sanitizer() {
   race="$race:GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic"
   race="$race:GpuSinglePass.ShapesAgainstFloat64AndTheTwoKernels:GpuSinglePass.DeterministicAndInPlace"  # its ring, reused up to 64 times
   race="$race:GpuSinglePass.WalkingCtasMatchOneCtaPerUnit"  # the walk: the ring runs on across units
-  for tool in memcheck synccheck racecheck; do
-    local filter=$all
-    [ "$tool" = racecheck ] && filter=$race
-    timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" \
-      --gtest_filter="$filter" >"$LOG/sanitizer_$tool.log" 2>&1
-    r=$?
-    echo "$tool ($filter): exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer_$tool.log" | tail -1)"
-    [ $r -eq 0 ] || rc=$((rc + 1))
+  # One tool's run: its exit status in $LOG/sanitizer_NAME.rc. SANITIZER_PARALLEL=1 runs the four at once
+  # (processes of their own on the one GPU; about the slowest one's time instead of the sum, which keeps
+  # the stage inside a 10-minute call).
+  san_run() {  # NAME TOOL FILTER [VAR=VALUE ...]
+    local name=$1 tool=$2 filter=$3
+    shift 3
+    env "$@" timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$BUILD/tests/gpu/test_gpu" --gtest_filter="$filter" >"$LOG/sanitizer_$name.log" 2>&1
+    echo $? >"$LOG/sanitizer_$name.rc"
+  }
+  local names=(memcheck synccheck racecheck concurrency) pids=()
+  for name in "${names[@]}"; do
+    case $name in
+      memcheck | synccheck) set -- "$name" "$name" "$all" ;;
+      racecheck) set -- racecheck racecheck "$race" ;;
+      # 8 host threads x 4 streams, one round, in a process of its own (first calls race): memcheck.
+      concurrency) set -- concurrency memcheck 'GpuConcurrency.ThreadsAndStreams*' FLASH_KDA_CONCURRENCY_ROUNDS=1 ;;
+    esac
+    if [ "${SANITIZER_PARALLEL:-0}" = 1 ]; then
+      san_run "$@" &
+      pids+=($!)
+    else
+      san_run "$@"
+    fi
   done
-  # 8 host threads x 4 streams, one round, in a process of its own (first calls race): memcheck.
-  FLASH_KDA_CONCURRENCY_ROUNDS=1 timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$BUILD/tests/gpu/test_gpu" --gtest_filter='GpuConcurrency.ThreadsAndStreams*' >"$LOG/sanitizer_concurrency.log" 2>&1
-  r=$?
-  echo "memcheck (GpuConcurrency.ThreadsAndStreams*): exit $r; $(grep -E 'ERROR SUMMARY' "$LOG/sanitizer_concurrency.log" | tail -1)"
-  [ $r -eq 0 ] || rc=$((rc + 1))
+  [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
+  for name in "${names[@]}"; do
+    r=$(cat "$LOG/sanitizer_$name.rc" 2>/dev/null || echo 99)
+    echo "$name: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer_$name.log" | tail -1)"
+    [ "$r" -eq 0 ] || rc=$((rc + 1))
+  done
   if [ "${SANITIZER_INFO:-1}" = 0 ]; then record sanitizer $rc "logs: sanitizer_*.log (informational racecheck run skipped)"; return; fi
   timeout 600 compute-sanitizer --tool racecheck "$BUILD/tests/gpu/test_gpu" --gtest_filter=RingSync.LaneZeroReleasesAfterSyncwarp \
     >"$LOG/sanitizer_racecheck_lane0.log" 2>&1
