@@ -17,7 +17,7 @@
 #              parts added one at a time, the preparation by one warp per chunk against the library's
 #              (every record field compared), and the preparation inside the chain's CTA (checked
 #              against kda_fwd: bitwise with prepare_chunk, to 3e-3 with the warp preparation; also with a
-#              partial last chunk), each timed
+#              partial last chunk), and the step for chunks of 16, 32 and 64 tokens, each timed
 #   profile    Nsight Compute kernel durations on a few benchmark cases (PROFILE_CASES)
 #   sass       Nsight Compute full set on one launch of each kernel of SASS_CASE (default T8192_H64) whose
 #              name matches SASS_KERNELS (default "chunk_prep chunk_recurrence"; "single_pass" with a case
@@ -234,7 +234,8 @@ stage_singlepass() {
   # per chunk against chunk_prep_kernel (flash_kda_bench_prep_warp: records compared, then timed,
   # also held to 4-24 resident warps per SM), and the preparation inside the chain's CTA
   # (flash_kda_bench_fused_piece: checked against kda_fwd, then timed; again with a partial last
-  # chunk, --tail 5, for the layouts that take one).
+  # chunk, --tail 5, for the layouts that take one); the step for chunks of 16, 32 and 64 tokens
+  # (flash_kda_bench_step_tokens: each checked against a CPU emulation, then timed).
   local rc=0
   timeout 120 "$BUILD/benchmarks/flash_kda_bench_wgmma_step" --variants >"$LOG/bench_wgmma_step.log" 2>&1 || rc=$((rc + 1))
   cat "$LOG/bench_wgmma_step.log"
@@ -246,7 +247,9 @@ stage_singlepass() {
   timeout 120 "$BUILD/benchmarks/flash_kda_bench_fused_piece" --chunks 3,17,64 --tail 5 >"$LOG/bench_fused_piece_tail.log" 2>&1 ||
     rc=$((rc + 1))
   cat "$LOG/bench_fused_piece_tail.log"
-  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log, bench_fused_piece_tail.log"
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_step_tokens" >"$LOG/bench_step_tokens.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/bench_step_tokens.log"
+  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log, bench_fused_piece_tail.log, bench_step_tokens.log"
 }
 
 stage_decode() {
