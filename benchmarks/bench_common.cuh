@@ -1,6 +1,7 @@
-// What the C++ benchmarks share (bench_fwd.cu, bench_decode.cu, bench_wgmma_step.cu): CUDA error
-// checks, deterministic random inputs generated on the device (a counter hash: the same values
-// for a given seed on every run), the non-finite count of a bf16 output, the median, case filters.
+// What the C++ benchmarks share (bench_fwd.cu, bench_decode.cu, the studies): CUDA error checks,
+// deterministic random inputs generated on the device (a counter hash: the same values for a given
+// seed on every run), the non-finite count of a bf16 output, host vectors copied to the device, the
+// median, case filters.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -72,6 +73,15 @@ double rel_l2(const std::vector<X>& x, const std::vector<R>& ref) {
     den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
   }
   return std::sqrt(num / den);
+}
+
+// A host vector copied into a new device allocation (never freed: the studies run once and exit).
+template <typename T>
+T* to_device(const std::vector<T>& h) {
+  T* d = nullptr;
+  CUDA_OK(cudaMalloc(&d, h.size() * sizeof(T)));
+  CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
 }
 
 inline double median(std::vector<double> v) {

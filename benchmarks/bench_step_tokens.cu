@@ -30,13 +30,7 @@ using kda::reference::bf16_to_float;
 using kda::reference::float_to_bf16;
 using kda::reference::round_bf16;
 
-template <typename T>
-T* to_device(const std::vector<T>& h) {
-  T* d = nullptr;
-  CUDA_OK(cudaMalloc(&d, h.size() * sizeof(T)));
-  CUDA_OK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
+using kda::bench::to_device;
 
 struct Options {
   int tokens = 65536, images = 4, reps = 3, sms = 0;

@@ -125,7 +125,7 @@ stage_sanitizer() {
   # recurrence's stage ring many times (every value-row split, every segment count) and the decode
   # kernels; then, for information, the ring probe whose release racecheck cannot follow
   # (tests/gpu/test_ring_sync.cu: it is expected to report there, and only there).
-  local rc=0 tool r
+  local rc=0 r name
   local golden='Repo/RepoGoldenGpu.*/basic:Repo/RepoGoldenGpu.*/varlen_edges:Repo/RepoGoldenGpu.*/gva:Repo/RepoGoldenGpu.*/softplus_gate:Ptx.*'
   local all="$golden:GpuOptions.EveryValueRowSplit:GpuContext.EverySegmentCount:GpuContext.VarlenInt32AndInt64Agree"
   all="$all:GpuWarmup.EveryPieceCount:GpuWarmup.MixedFallbackIsExactAndDeterministic:GpuWarmup.IgnoringTheBoundFailsOnLongMemory"
