@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "src/kernels/sm90/chunk_record.cuh"
-#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_batch
+#include "src/kernels/sm90/wgmma_step.cuh"  // step_batch
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/prep_chunk.cuh"
 #include "src/kernels/sm90/recurrence_task.cuh"

@@ -42,7 +42,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "src/kernels/sm90/chunk_recurrence_wgmma_kernel.cuh"  // step_batch
+#include "src/kernels/sm90/wgmma_step.cuh"  // step_batch, step_update
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/recurrence_task.cuh"                // store_out_rows
 #include "src/kernels/sm90/sequence_map.cuh"
