@@ -12,6 +12,7 @@ set(FLASH_KDA_SOURCES
   src/api/validate_cp.cpp
   # launchers: the only host code that knows grids, shared memory sizes and workspace layout
   src/launch/fwd_sm90.cu
+  src/launch/prep_sm90.cu
   src/launch/fwd_workspace.cu
   src/launch/single_pass_sm90.cu
   src/launch/plan.cpp

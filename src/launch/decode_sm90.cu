@@ -31,8 +31,6 @@ int token_capacity(const Problem& pr) {
   return static_cast<int>(cap < 1 ? 1 : (cap > kDecodeMaxTokBlock ? kDecodeMaxTokBlock : cap));
 }
 
-Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
-
 DecodeParams make_params(const DecodeProblem& dp) {
   const Problem& pr = dp.pr;
   const kda_fwd_params& a = dp.fwd;

@@ -1,5 +1,6 @@
-// What the SM90 launchers (fwd_sm90.cu, cp_sm90.cu, decode_sm90.cu) share: the kernel launch with programmatic
-// dependent launch, the CUDA error status. CUDA host code; included by the launchers only.
+// What the SM90 launchers (fwd_sm90.cu, prep_sm90.cu, cp_sm90.cu, decode_sm90.cu) share: the kernel launch with
+// programmatic dependent launch, the CUDA error status, a tensor's strides. CUDA host code; included by the
+// launchers only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,7 @@
 
 #include "src/core/problem.h"
 #include "src/core/status.h"
+#include "src/kernels/sm90/kernel_params.h"  // Strides4
 
 namespace kda::sm90 {
 
@@ -38,6 +40,9 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int
 }
 
 // Streaming multiprocessors of the current device (132 when the runtime cannot say).
+// A tensor's batch, token and head strides (elements; the last dimension is contiguous).
+inline Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
+
 inline int sm_count() {
   int device = 0, count = 132;
   if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);

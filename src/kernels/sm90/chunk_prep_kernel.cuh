@@ -11,7 +11,7 @@
 //         the caller launched before this call. The recurrence is a programmatic dependent launch
 //         too: it may start its prologue during the last wave and waits for this grid's completion
 //         before reading the records. The single pass's fallback instance (kFiltered) is an ordinary
-//         launch (fwd_sm90.cu, FLASH_KDA_FALLBACK_PDL): it starts once the single pass's grid is complete.
+//         launch (prep_sm90.cu, FLASH_KDA_FALLBACK_PDL): it starts once the single pass's grid is complete.
 #pragma once
 
 #include "src/kernels/sm90/kernel_params.h"
