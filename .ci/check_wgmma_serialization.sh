@@ -8,10 +8,11 @@
 # to 40 / 232). No kernel may spill, the single pass's four instances included (since version 51; until
 # then its pieces, partial and walk instances were allowed 12, 4 and 4 bytes each way).
 # Compiles (to a cubin) the translation units that instantiate wgmma kernels (today src/launch/fwd_sm90.cu and
-# src/launch/single_pass_sm90.cu) and the preparation's (src/launch/prep_sm90.cu: its spills) for sm_90a with the library's flags (-lineinfo included: it moves
-# ptxas' register allocation: until version 51 the walk instance spilled 4 bytes with it and none without) and ptxas' verbose notes, by default and with the build knobs
-# that change a wgmma batch (FLASH_KDA_SPLIT_U=1: a second update product); checked to fail on
-# 83ba1ed's kernel.
+# src/launch/single_pass_sm90.cu) and the preparation's (src/launch/prep_sm90.cu: its spills) for sm_90a
+# with the library's flags (-lineinfo included: it moves ptxas' register allocation: until version 51
+# the walk instance spilled 4 bytes with it and none without) and ptxas' verbose notes, by default and
+# with the build knobs that change a wgmma batch (FLASH_KDA_SPLIT_U=1: a second update product);
+# checked to fail on 83ba1ed's kernel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)

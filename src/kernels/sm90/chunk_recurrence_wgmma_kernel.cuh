@@ -34,6 +34,7 @@
 #include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
+#include "src/kernels/sm90/wgmma_step.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/bulk_copy.cuh"
 #include "src/ptx/cp_async.cuh"
@@ -47,10 +48,6 @@
 #include "src/tile/operand.h"
 #include "src/tile/smem_layout.h"
 #include "src/tile/swizzle.h"
-// (Last: the step's functions then come where they were defined before they had a file of their own,
-// which keeps this translation unit's PTX the same to the instruction; nvcc's code for other kernels of
-// fwd_sm90.cu moved with the order of definitions.)
-#include "src/kernels/sm90/wgmma_step.cuh"
 
 // U of the state update as one bf16 (0) or a bf16 hi + lo pair (1: one more m64n128k16 per step;
 // the state error of the standard case 2.18e-3 -> 1.63e-3 in the rounding emulation). The same knob
