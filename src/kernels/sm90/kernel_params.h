@@ -1,4 +1,5 @@
-// Parameters of the SM90 kernels, filled by the launcher (src/launch/fwd_sm90.cu). Plain data.
+// Parameters of the SM90 kernels, filled by the launchers (src/launch/fwd_sm90.cu, prep_sm90.cu and the
+// others beside them). Plain data.
 #pragma once
 
 #include <cstdint>

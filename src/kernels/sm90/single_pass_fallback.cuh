@@ -40,7 +40,7 @@ __device__ __forceinline__ bool single_pass_fell_back(const uint64_t* piece_fail
 // at most one resident wave, strides over their chunks: so that no CTA waits on a head that did not
 // fall back, and on decaying gates the launch is one wave of CTAs reading the flags once. Otherwise
 // (forced plans of many units) a grid of (columns, HV) strides over each head's chunks. The launcher
-// (fwd_sm90.cu) shapes the grid by the same rule.
+// (prep_sm90.cu) shapes the grid by the same rule.
 inline constexpr int kFallbackListMax = 512;
 inline constexpr int kFallbackListWarps = 4;  // the preparation's 128 threads (chunk_prep_kernel.cuh)
 __host__ __device__ constexpr bool fallback_prep_listed(int64_t units, bool varlen) {
