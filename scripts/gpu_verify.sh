@@ -26,6 +26,9 @@
 #   spills     SASS of every kernel (cuobjdump, scripts/sass_spills.py): instructions, HGMMA / HMMA counts and
 #              each local-memory store and load with the instructions around it; fails if any kernel has one
 #              (none since version 51)
+#   mutants    the GPU tests against the mutants of tests/mutants (scripts/mutants.sh: built from BUILD's
+#              ninja files into BUILD/mutants unless carried there; MUTANT_JOBS runs at once, default 8;
+#              ~10 min): fails if the unpatched build fails or a mutant not marked "expect: survives" passes
 #   cpsweep    the benchmark on few-head cases (SWEEP_CASES) for several forced context_split values
 #              (SWEEP_SPLITS; 0 = the automatic plan) with context_method SWEEP_METHOD (0 automatic,
 #              1 exact, 2 warm-up; default 0): calibrates src/launch/plan.cpp
@@ -314,6 +317,19 @@ stage_spills() {
   # No kernel may touch local memory (the SASS twin of .ci/check_wgmma_serialization.sh's ptxas check).
   grep -qE "^[1-9][0-9]* kernels, 0 with local-memory" "$LOG/spills_sites.txt" || rc=$((rc + 1))
   record spills $rc "logs: spills.txt (every kernel), spills_sites.txt (the sites)"
+}
+
+stage_mutants() {
+  local rc=0
+  ensure_repo_golden
+  if [ ! -d "$BUILD_ABS/mutants" ]; then
+    scripts/mutants.sh build "$BUILD_ABS" "$BUILD_ABS/mutants" >"$LOG/mutants_build.log" 2>&1 || rc=$((rc + 1))
+    tail -3 "$LOG/mutants_build.log"
+  fi
+  MUTANT_LOGS=$LOG/mutants MUTANT_JOBS=${MUTANT_JOBS:-8} scripts/mutants.sh run "$BUILD_ABS" "$BUILD_ABS/mutants" \
+    >"$LOG/mutants.log" 2>&1 || rc=$((rc + 1))
+  grep -vE "^logs:" "$LOG/mutants.log"
+  record mutants $rc "logs: mutants.log, mutants/ (one log per run; tests/mutants/README.md)"
 }
 
 stage_cpsweep() {

@@ -253,8 +253,10 @@ TEST(GpuDecode, StridedPoolView) {
 
 // Decode steps from the pool against kda_fwd over the same tokens (both on the GPU) and against
 // the float64 recurrence: `prefix` tokens by kda_fwd into the pool (its final state), then T - prefix
-// single-token decode calls.
-void check_steps_against_prefill(kda_dtype pool_dtype, int64_t prefix, const char* what) {
+// single-token decode calls (kernel configuration `config`, 0 = the automatic choice). Each call reads
+// the slot the previous call wrote, as a programmatic dependent of it: a kernel that reads the pool
+// before its griddepcontrol.wait computes from a stale state here.
+void check_steps_against_prefill(kda_dtype pool_dtype, int64_t prefix, const char* what, int config = 0) {
   constexpr int64_t B = 2, T = 100, H = 2;
   ProblemSpec ps;
   ps.B = B;
@@ -311,6 +313,7 @@ void check_steps_against_prefill(kda_dtype pool_dtype, int64_t prefix, const cha
     p.A_log = f.A_log;
     p.dt_bias = f.dt_bias;
     p.state_pool = pool_t;  // no indices: sequence n uses slot n
+    p.kernel_config = config;
     const kda_status st = kda_decode(&p, nullptr);
     ASSERT_EQ(st.code, KDA_OK) << st.message;
   }
@@ -349,6 +352,19 @@ TEST(GpuDecode, HundredStepsEqualHundredTokenPrefill) {
   KDA_SKIP_WITHOUT_SM90();
   check_steps_against_prefill(KDA_DTYPE_F32, 0, "100 decode steps, fp32 pool");
   check_steps_against_prefill(KDA_DTYPE_BF16, 0, "100 decode steps, bf16 pool");
+}
+
+// The same chain of 100 steps on every kernel configuration (the automatic choice takes one register
+// configuration for this shape): each configuration's kernel waits for the previous step before it
+// reads the pool. Without this test, a bulk-copy kernel that read the pool before its wait passed
+// the whole suite (the mutant tests/mutants/24_decode_bulk_no_grid_wait.patch, 2026-12-04).
+TEST(GpuDecode, HundredStepsOnEveryKernelConfiguration) {
+  KDA_SKIP_WITHOUT_SM90();
+  for (int config = 1; config <= KDA_DECODE_NUM_KERNEL_CONFIGS; ++config) {
+    char what[64];
+    std::snprintf(what, sizeof(what), "100 decode steps, fp32 pool, config %d", config);
+    check_steps_against_prefill(KDA_DTYPE_F32, 0, what, config);
+  }
 }
 
 TEST(GpuDecode, PrefillThenDecodeEqualsLongerPrefill) {

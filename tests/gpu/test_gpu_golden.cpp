@@ -103,6 +103,11 @@ TEST(StandardRandomCase, ErrorsAgainstFloat64NextToAnchors) {
   RecordProperty("final_state_err", std::to_string(state_err));
   EXPECT_LE(out_err, 4.1e-3);
   EXPECT_LE(state_err, 2.7e-3);
+  // Issue 10's accuracy target on this case: out <= 2.0e-3 (1.71e-3 on the two kernels, 1.76e-3 on the
+  // single pass, H200, 2026-12-04). The preparation's M = Qd·Kiᵀ without its lo terms gives 2.79e-3
+  // and passed every other test (tests/mutants/18_prep_m_without_lo.patch): this bound is what holds
+  // the precision design (docs/design.md §2.5) in place.
+  EXPECT_LE(out_err, 2.0e-3) << "out above issue 10's accuracy target (a hi/lo split dropped?)";
   // The final state's last update carries U and Kr as hi + lo pairs (kernel_params.h, kr_lo): 1.75e-5
   // on the H200 (2026-12-01) against 2.18e-3 without; the spec's goal is 1.5e-3. A build with
   // FLASH_KDA_FINAL_SPLIT=0 fails here.

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Mutation check of the GPU test suite: does test_gpu fail when one synchronisation or guard of the
+# kernels is removed? Each tests/mutants/NN_name.patch removes one (its header says what, in which test
+# modes it runs: "default", and "single_pass" = FLASH_KDA_TEST_SINGLE_PASS=always, and, for the few no
+# test can see, "# expect: survives" with the reason). tests/mutants/README.md has the last results.
+#
+#   scripts/mutants.sh check                  (here, ctest's mutants_apply) every patch applies to the tree
+#   scripts/mutants.sh build [BUILD] [DEST]   (here: no GPU needed) for each patch, the library objects
+#       whose sources it touches (ninja's dependency lists) compiled again from a patched copy of src/
+#       with the build's own commands, put into a copy of libflash_kda.a, and test_gpu linked against it:
+#       DEST/NN_name/test_gpu (default DEST = BUILD/mutants). A patch that no longer applies fails the build.
+#       MUTANTS="NN ..." limits it to some patches.
+#   scripts/mutants.sh run [BUILD] [DEST]     (GPU) every mutant's test_gpu in each of its modes, and the
+#       control (BUILD/tests/gpu/test_gpu, unpatched) in each mode beside them, MUTANT_JOBS at a time
+#       (default 4; MUTANT_TIMEOUT s each, default 300, a timeout counts as killed: a hang is a failure);
+#       a mutant's run stops at its first failed test (--gtest_fail_fast), a survivor runs every test.
+#       Prints one line per run: killed (the first failed tests named), survived, or the control's result.
+#       Exit status: the number of failed controls plus unexpected survivors (0: the suite killed every
+#       mutant it is expected to kill, and the unpatched build passed in every mode).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:-}
+BUILD=${2:-$ROOT/build}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+DEST=${3:-$BUILD/mutants}
+case "$DEST" in /*) ;; *) DEST=$ROOT/$DEST ;; esac
+PATCHES=$(ls "$ROOT"/tests/mutants/*.patch)
+if [ -n "${MUTANTS:-}" ]; then
+  sel=""
+  for n in $MUTANTS; do sel="$sel $(ls "$ROOT"/tests/mutants/${n}_*.patch)"; done
+  PATCHES=$sel
+fi
+
+build_one() {  # build_one PATCH
+  local patch=$1 name tmp objs obj cmd_line member
+  name=$(basename "$patch" .patch)
+  tmp=$(mktemp -d /tmp/flash_kda_mutant.XXXX)
+  cp -r "$ROOT/src" "$ROOT/include" "$tmp/"
+  if ! patch -s -d "$tmp" -p1 < "$patch"; then echo "$name: the patch does not apply (stale)"; rm -rf "$tmp"; return 1; fi
+  local changed
+  changed=$(grep '^+++ b/' "$patch" | sed 's|^+++ b/||; s|\t.*||')
+  objs=""
+  for obj in $(ninja -C "$BUILD" -t targets all | grep -o '^CMakeFiles/flash_kda.dir/[^:]*\.o'); do
+    for f in $changed; do
+      if ninja -C "$BUILD" -t deps "$obj" | grep -qx "    $ROOT/$f"; then objs="$objs $obj"; break; fi
+    done
+  done
+  [ -n "$objs" ] || { echo "$name: no library object includes $changed"; rm -rf "$tmp"; return 1; }
+  cp "$BUILD/libflash_kda.a" "$tmp/libflash_kda.a"
+  for obj in $objs; do
+    member=$(basename "$obj")
+    cmd_line=$(ninja -C "$BUILD" -t commands libflash_kda.a | grep -E -- " -o $obj( |\$)" | grep -F -- " -c " | head -1)
+    [ -n "$cmd_line" ] || { echo "$name: no compile command for $obj"; rm -rf "$tmp"; return 1; }
+    cmd_line=$(echo "$cmd_line" | sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s#-I$ROOT/include#-I$tmp/include#; s#-I$ROOT #-I$tmp #; s# -o $obj( |\$)# -o $tmp/$member\1#; s# -c $ROOT/# -c $tmp/#")
+    (cd "$BUILD" && eval "$cmd_line") > "$tmp/compile.log" 2>&1 || { echo "$name: compile failed"; cat "$tmp/compile.log"; rm -rf "$tmp"; return 1; }
+    (cd "$tmp" && ar r libflash_kda.a "$member" 2>/dev/null)
+  done
+  local link
+  link=$(ninja -C "$BUILD" -t commands tests/gpu/test_gpu | tail -1 | sed 's/ && cd .*//; s/^: && //')
+  mkdir -p "$DEST/$name"
+  link=$(echo "$link" | sed "s# -o tests/gpu/test_gpu # -o $DEST/$name/test_gpu #; s# libflash_kda.a # $tmp/libflash_kda.a #")
+  (cd "$BUILD" && eval "$link") > "$tmp/link.log" 2>&1 || { echo "$name: link failed"; cat "$tmp/link.log"; rm -rf "$tmp"; return 1; }
+  sed -n 's/^# modes: //p' "$patch" > "$DEST/$name/modes"
+  sed -n 's/^# what: //p' "$patch" > "$DEST/$name/what"
+  sed -n 's/^# expect: //p' "$patch" > "$DEST/$name/expect"
+  echo "$name: built ($(echo $objs | wc -w) object(s) recompiled)"
+  rm -rf "$tmp"
+}
+
+run_one() {  # run_one LABEL BINARY MODE LOGDIR
+  local label=$1 bin=$2 mode=$3 logd=$4 log rc env=() t0=$SECONDS first
+  log=$logd/$label.$mode.log
+  [ "$mode" = single_pass ] && env=(FLASH_KDA_TEST_SINGLE_PASS=always)
+  local ff=--gtest_fail_fast
+  [ "$label" = control ] && ff=
+  env "${env[@]}" timeout "${MUTANT_TIMEOUT:-300}" "$bin" --gtest_brief=1 $ff > "$log" 2>&1
+  rc=$?
+  first=$(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | grep -v ' tests\?, listed' | head -3 | sed 's/^\[  FAILED  \] //; s/ (.*//' | tr '\n' ' ')
+  if [ "$label" = control ]; then
+    printf '%-32s %-12s %s (rc %d, %d s) %s\n' "$label" "$mode" "$([ $rc -eq 0 ] && echo pass || echo FAIL)" $rc $((SECONDS - t0)) "$first"
+  elif [ $rc -eq 0 ]; then
+    if grep -q '^survives' "$(dirname "$bin")/expect" 2>/dev/null; then
+      printf '%-32s %-12s survived, as expected (%d s): %s\n' "$label" "$mode" $((SECONDS - t0)) "$(cat "$(dirname "$bin")/expect")"
+    else
+      printf '%-32s %-12s SURVIVED (%d s)\n' "$label" "$mode" $((SECONDS - t0))
+    fi
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    printf '%-32s %-12s killed: timeout (hang) after %d s %s\n' "$label" "$mode" $((SECONDS - t0)) "$first"
+  else
+    printf '%-32s %-12s killed (rc %d, %d s): %s\n' "$label" "$mode" $rc $((SECONDS - t0)) "$first"
+  fi
+}
+export -f run_one
+
+case "$cmd" in
+  check)
+    failed=0
+    tmp=$(mktemp -d /tmp/flash_kda_mutant_check.XXXX)
+    cp -r "$ROOT/src" "$tmp/"
+    for p in $PATCHES; do
+      if patch -s --dry-run -d "$tmp" -p1 < "$p" > /dev/null 2>&1; then echo "$(basename "$p"): applies"
+      else echo "$(basename "$p"): does not apply (stale: regenerate it against the tree)"; failed=$((failed + 1)); fi
+    done
+    rm -rf "$tmp"
+    [ -n "$PATCHES" ] || { echo "no patches in tests/mutants"; exit 1; }
+    exit $failed ;;
+  build)
+    failed=0
+    for p in $PATCHES; do build_one "$p" || failed=$((failed + 1)); done
+    exit $failed ;;
+  run)
+    LOGD=${MUTANT_LOGS:-$(mktemp -d /tmp/flash_kda_mutant_logs.XXXX)}
+    mkdir -p "$LOGD"
+    jobs_file=$LOGD/jobs.txt
+    : > "$jobs_file"
+    for m in single_pass default; do echo "control $BUILD/tests/gpu/test_gpu $m $LOGD" >> "$jobs_file"; done
+    for p in $PATCHES; do
+      name=$(basename "$p" .patch)
+      [ -x "$DEST/$name/test_gpu" ] || { echo "$name: not built ($DEST/$name/test_gpu)"; continue; }
+      for m in $(cat "$DEST/$name/modes"); do echo "$name $DEST/$name/test_gpu $m $LOGD" >> "$jobs_file"; done
+    done
+    xargs -P "${MUTANT_JOBS:-4}" -L 1 bash -c 'run_one "$@"' _ < "$jobs_file" | tee "$LOGD/results.txt"
+    echo "logs: $LOGD"
+    bad_controls=$(grep -c '^control .* FAIL' "$LOGD/results.txt")
+    survivors=$(grep -c ' SURVIVED ' "$LOGD/results.txt")
+    [ "$bad_controls" -eq 0 ] || echo "$bad_controls control run(s) failed: the mutants' results mean nothing"
+    echo "unexpected survivors: $survivors"
+    exit $((bad_controls + survivors)) ;;
+  *)
+    sed -n '2,22p' "$0"; exit 2 ;;
+esac
