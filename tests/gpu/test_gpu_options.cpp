@@ -300,16 +300,35 @@ TEST(GpuSafety, BadCuSeqlensContentsNeverFaultAndTheCheckNamesThem) {
   KDA_SKIP_WITHOUT_SM90();
   const std::vector<std::vector<int64_t>> bad = {
       {0, 50, 20, 64}, {0, 10, 1000, 64}, {5, 10, 20, 64}, {0, -7, 30, 64}, {0, 10, 20, 70}};
-  for (const auto& cu : bad) {
+  // What the kernels make of each list (sequence_map.cuh): every entry clamped to [0, 64], and a
+  // sequence whose end lies before its start empty. Where that gives a valid list, the unchecked call
+  // must equal the call on it bit for bit (out and final states); {0, 50, 20, 64}'s sequence 1 is
+  // empty, so its final state is its initial state. Without these comparisons a kernel that read and
+  // wrote past the tensors for entries above T still passed (tests/mutants/25_seq_no_upper_clamp.patch).
+  const std::vector<std::vector<int64_t>> clamped = {{}, {0, 10, 64, 64}, {}, {0, 0, 30, 64}, {0, 10, 20, 64}};
+  for (size_t b = 0; b < bad.size(); ++b) {
+    const std::vector<int64_t>& cu = bad[b];
     ProblemSpec s;
     s.T = 64;
     s.H = s.HV = 2;
     s.cu_seqlens = cu;
     RandomProblem p = make_random_problem(s);
-    // Unchecked: completes without a fault (results are unspecified but no access leaves a tensor).
+    RandomProblem same = p;  // the same inputs and initial states on the clamped list
+    // Unchecked: completes without a fault, and no access leaves a tensor.
     const kda_status st = run_on_gpu(p.params());
     EXPECT_EQ(st.code, KDA_OK) << st.message;
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (!clamped[b].empty()) {
+      same.cu64 = clamped[b];
+      const kda_status sc = run_on_gpu(same.params());
+      EXPECT_EQ(sc.code, KDA_OK) << sc.message;
+      EXPECT_TRUE(p.out == same.out) << "out of cu_seqlens list " << b << " differs from its clamped list's";
+      EXPECT_TRUE(p.final_f32 == same.final_f32) << "final states of list " << b << " differ from its clamped list's";
+    } else if (b == 0) {
+      const size_t per = p.final_f32.size() / static_cast<size_t>(p.N);
+      EXPECT_TRUE(std::equal(p.final_f32.begin() + per, p.final_f32.begin() + 2 * per, p.initial_f32.begin() + per))
+          << "an empty sequence's final state is not its initial state";
+    }
     // Checked: a clear error naming cu_seqlens, before any kernel of the forward pass runs.
     kda_fwd_params prm = p.params();
     prm.check_cu_seqlens = 1;
