@@ -10,6 +10,12 @@
 #       with the build's own commands, put into a copy of libflash_kda.a, and test_gpu linked against it:
 #       DEST/NN_name/test_gpu (default DEST = BUILD/mutants). A patch that no longer applies fails the build.
 #       MUTANTS="NN ..." limits it to some patches.
+#   scripts/mutants.sh host [BUILD]           (here, no GPU, no patch files) the input checks: for each
+#       `return make_error(` of HOST_FILES (default src/api/validate.cpp, validate_cp.cpp,
+#       validate_decode.cpp, memory_rules.cpp, decode_check.cpp) a mutant whose check reports nothing
+#       (`(void)make_error(`: the call goes on as if the input were valid), its object compiled with
+#       the build's command, and every host test binary relinked and run until one fails. Prints one
+#       line per mutant (killed by which binary, or SURVIVED) and the counts; exit status: survivors.
 #   scripts/mutants.sh run [BUILD] [DEST]     (GPU) every mutant's test_gpu in each of its modes, and the
 #       control (BUILD/tests/gpu/test_gpu, unpatched) in each mode beside them, MUTANT_JOBS at a time
 #       (default 4; MUTANT_TIMEOUT s each, default 300, a timeout counts as killed: a hang is a failure);
@@ -92,7 +98,53 @@ run_one() {  # run_one LABEL BINARY MODE LOGDIR
 }
 export -f run_one
 
+host_mutants() {
+  local files=${HOST_FILES:-"src/api/validate.cpp src/api/validate_cp.cpp src/api/validate_decode.cpp src/api/memory_rules.cpp src/api/decode_check.cpp"}
+  local tmp f n i line obj member cmd_line link t killed survived=0 total=0 ok
+  tmp=$(mktemp -d /tmp/flash_kda_host_mutant.XXXX)
+  local tests
+  tests=$(ninja -C "$BUILD" -t targets all | grep -oE '^tests/test_[a-z_0-9]+:' | tr -d ':' | sort -u)
+  for f in $files; do
+    obj=CMakeFiles/flash_kda.dir/$f.o
+    member=$(basename "$obj")
+    cmd_line=$(ninja -C "$BUILD" -t commands libflash_kda.a | grep -E -- " -o $obj( |\$)" | head -1)
+    [ -n "$cmd_line" ] || { echo "$f: no compile command"; continue; }
+    n=$(grep -c 'return make_error(' "$ROOT/$f")
+    for i in $(seq 1 "$n"); do
+      total=$((total + 1))
+      line=$(grep -n 'return make_error(' "$ROOT/$f" | sed -n "${i}p" | cut -d: -f1)
+      mkdir -p "$tmp/src" && cp "$ROOT/$f" "$tmp/src/$(basename "$f")"
+      sed -i "${line}s/return make_error(/(void)make_error(/" "$tmp/src/$(basename "$f")"
+      local c
+      c=$(echo "$cmd_line" | sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o $obj( |\$)# -o $tmp/$member\1#; s# -c $ROOT/$f# -c $tmp/src/$(basename "$f")#")
+      if ! (cd "$BUILD" && eval "$c") > "$tmp/compile.log" 2>&1; then echo "$f:$line  not compiled (skipped)"; continue; fi
+      cp "$BUILD/libflash_kda.a" "$tmp/lib.a" && (cd "$tmp" && cp "$member" "$member.tmp" && ar r lib.a "$member" 2>/dev/null)
+      killed=""
+      for t in $tests; do
+        link=$(ninja -C "$BUILD" -t commands "$t" | tail -1 | sed 's/ && cd .*//; s/^: && //')
+        link=$(echo "$link" | sed "s# -o $t # -o $tmp/bin #; s# libflash_kda.a # $tmp/lib.a #")
+        (cd "$BUILD" && eval "$link") > /dev/null 2>&1 || { killed="(link failed)"; break; }
+        ok=0
+        (cd "$BUILD/tests" && timeout 300 "$tmp/bin" --gtest_brief=1 --gtest_fail_fast > "$tmp/run.log" 2>&1) 2>/dev/null || ok=1
+        if [ $ok -ne 0 ]; then
+          killed="$(basename "$t"): $(grep -m1 -E '^\[  FAILED  \] [A-Za-z]' "$tmp/run.log" | sed 's/^\[  FAILED  \] //; s/ (.*//')"
+          grep -q -E '^\[  FAILED  \] [A-Za-z]' "$tmp/run.log" || killed="$killed(a crash: no test reported)"
+          break
+        fi
+      done
+      if [ -n "$killed" ]; then echo "$f:$line  killed by $killed"
+      else survived=$((survived + 1)); echo "$f:$line  SURVIVED: $(sed -n "$((line + 1))p" "$ROOT/$f" | sed 's/^ *//' | cut -c1-110)"; fi
+    done
+  done
+  rm -rf "$tmp"
+  echo "host mutants: $total, survived $survived"
+  return $survived
+}
+
 case "$cmd" in
+  host)
+    host_mutants
+    exit $? ;;
   check)
     failed=0
     tmp=$(mktemp -d /tmp/flash_kda_mutant_check.XXXX)
@@ -127,5 +179,5 @@ case "$cmd" in
     echo "unexpected survivors: $survivors"
     exit $((bad_controls + survivors)) ;;
   *)
-    sed -n '2,22p' "$0"; exit 2 ;;
+    sed -n '2,28p' "$0"; exit 2 ;;
 esac

@@ -171,6 +171,8 @@ TEST_F(CpApi, TransitionWrongDtypeShapeAndStrides) {
   SetUp();
   D_.ndim = 3;
   ExpectTransitionError({"D:", "4-D", "3-D"});
+  D_.shape[0] = 0;  // the rank is named first, before the transition count it would read
+  ExpectTransitionError({"D: expected a 4-D tensor [N_t, HV, V, K], got 3-D"});
 }
 
 TEST_F(CpApi, TransitionValidatesTheShardLikeKdaFwd) {
@@ -225,6 +227,23 @@ TEST_F(CpApi, CombineArgumentRules) {
   init.dtype = KDA_DTYPE_BF16;
   init.shape[0] = 2;
   ExpectNames(kda_combine_transitions(2, D_, M_, init, out, none, nullptr), {"initial_state", "[1, 2, 128, 128]", "[2, 2, 128, 128]"});
+  // The device's own rules (found by scripts/mutants.sh host, 2026-12-04: without them, other checks
+  // refused these arguments for other reasons, or none did): D and M present, D's rank before its
+  // row count, 16-byte aligned matrices.
+  kda_tensor D0 = D_;
+  D0.data = nullptr;
+  ExpectNames(kda_combine_transitions(2, D0, M_, none, out, none, nullptr), {"D: expected a tensor, got NULL data"});
+  kda_tensor M0 = M_;
+  M0.data = nullptr;
+  ExpectNames(kda_combine_transitions(2, D_, M0, none, out, none, nullptr), {"M: expected a tensor, got NULL data"});
+  kda_tensor D3 = D_;
+  D3.ndim = 3;
+  D3.shape[0] = 3;  // not a multiple of R = 2 either: the rank is what is named
+  ExpectNames(kda_combine_transitions(2, D3, M_, none, out, none, nullptr),
+              {"D: expected a 4-D tensor [R*N, HV, V, K], got 3-D"});
+  kda_tensor Dm = D_;
+  Dm.data = static_cast<float*>(D_.data) + 1;  // 4-byte aligned only
+  ExpectNames(kda_combine_transitions(2, Dm, M_, none, out, none, nullptr), {"D: expected a 16-byte aligned data pointer"});
   kda_tensor end = view(states_.data(), 2);
   ExpectNames(kda_combine_transitions(2, D_, M_, none, none, end, nullptr), {"end_state", "[1, 2, 128, 128]", "[2, 2, 128, 128]"});
   end.shape[0] = 1;

@@ -280,6 +280,12 @@ TEST(DecodeCpu, ContentCheckNamesTheFirstBadEntry) {
     EXPECT_NE(check_message(d).find("sequence 1 of length 3"), std::string::npos) << check_message(d);
     d.cu64 = {0, 2, 1, 5};
     EXPECT_NE(check_message(d).find("cu_seqlens[2] = 1 < cu_seqlens[1] = 2"), std::string::npos) << check_message(d);
+    // The other two kinds of bad offsets, each by its own message (scripts/mutants.sh host, 2026-12-04:
+    // with either return removed the check went on to another message, and no test noticed).
+    d.cu64 = {1, 1, 4, 5};
+    EXPECT_EQ(check_message(d), "cu_seqlens: expected cu_seqlens[0] = 0, got 1");
+    d.cu64 = {0, 1, 4, 6};
+    EXPECT_EQ(check_message(d), "cu_seqlens: expected entries <= the packed length B*T = 5, got cu_seqlens[3] = 6");
   }
 }
 
@@ -289,6 +295,13 @@ std::string validation_message(kda_decode_params p) {
   DecodeProblem dp;
   const kda_status st = validate_decode(&p, ValidateMode::kDevice, &dp);
   return st.code == KDA_OK ? "" : st.message;
+}
+
+TEST(DecodeValidation, NullParams) {
+  for (const kda_status st : {kda_decode_cpu(nullptr, 1), kda_decode(nullptr, nullptr)}) {
+    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
+    EXPECT_STREQ(st.message, "params: expected a non-null pointer, got NULL");
+  }
 }
 
 TEST(DecodeValidation, NamesTheArgument) {
@@ -302,6 +315,31 @@ TEST(DecodeValidation, NamesTheArgument) {
     kda_decode_params p = d.params();
     p.state_pool.data = nullptr;
     EXPECT_NE(validation_message(p).find("state_pool: expected a tensor"), std::string::npos);
+  }
+  {
+    // Rank, slot count and the inner dimensions' layout of the pool, each by its own message (found by
+    // scripts/mutants.sh host: with a check removed a later one refused the pool for another reason).
+    kda_decode_params p = d.params();
+    p.state_pool.ndim = 3;
+    p.state_pool.shape[0] = -1;
+    EXPECT_NE(validation_message(p).find("state_pool: expected a 4-D tensor [slots, HV, V, K], got 3-D"),
+              std::string::npos)
+        << validation_message(p);
+    p = d.params();
+    p.state_pool.shape[0] = -1;
+    EXPECT_NE(validation_message(p).find("state_pool: expected slots = shape[0] >= 0, got [-1, 2, 128, 128]"),
+              std::string::npos)
+        << validation_message(p);
+    p = d.params();
+    p.state_pool.stride[2] = 2 * D;  // rows of K apart by 2K: not the kernels' [V, K] tile
+    EXPECT_NE(validation_message(p).find("state_pool: expected dimensions 1..3 [HV, V, K] contiguous"),
+              std::string::npos)
+        << validation_message(p);
+    p = d.params();
+    p.state_indices.ndim = 3;
+    EXPECT_NE(validation_message(p).find("state_indices: expected a 1-D [N] or 2-D [N, T_idx] tensor, got 3-D"),
+              std::string::npos)
+        << validation_message(p);
   }
   {
     kda_decode_params p = d.params();
@@ -361,8 +399,11 @@ TEST(DecodeValidation, NamesTheArgument) {
     p.lower_bound = -6;  // kda_fwd's rules apply to the token tensors and options
     EXPECT_NE(validation_message(p).find("lower_bound: expected a value in [-5, 0)"), std::string::npos);
     p = d.params();
-    p.struct_size = 3;
-    EXPECT_NE(validation_message(p).find("params.struct_size"), std::string::npos);
+    p.struct_size = 3;  // decode's own size named (kda_fwd's rule would name kda_fwd_params')
+    EXPECT_NE(validation_message(p).find("params.struct_size: expected " + std::to_string(sizeof(kda_decode_params)) +
+                                         " (call kda_decode_params_init), got 3"),
+              std::string::npos)
+        << validation_message(p);
   }
   {
     DecodeSpec v = s;

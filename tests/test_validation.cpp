@@ -56,7 +56,9 @@ TEST_F(Validation, HeadDimNot128) {
   p_.q.shape[3] = 64;
   ExpectError(KDA_ERROR_UNSUPPORTED, {"q: head dimension K", "must be 128", "got 64"});
 }
-TEST_F(Validation, QDtype) { p_.q.dtype = KDA_DTYPE_F16; ExpectInvalid({"q: expected dtype bf16", "got f16"}); }
+// The whole message: with one dtype allowed it names that one (a mutant that fell through to the
+// two-dtype message, "expected dtype bf16 or none", passed when the test looked for its parts).
+TEST_F(Validation, QDtype) { p_.q.dtype = KDA_DTYPE_F16; ExpectInvalid({"q: expected dtype bf16, got f16"}); }
 TEST_F(Validation, QLastStride) {
   p_.q.stride[3] = 2;
   ExpectInvalid({"q: expected the last dimension to be contiguous (stride 1)", "got stride 2"});
@@ -74,7 +76,12 @@ TEST_F(Validation, KDtype) { p_.k.dtype = KDA_DTYPE_F32; ExpectInvalid({"k: expe
 
 // --- v, g, beta, out
 TEST_F(Validation, VMissing) { p_.v.data = nullptr; ExpectInvalid({"v: expected a tensor", "got NULL"}); }
-TEST_F(Validation, VRank) { p_.v.ndim = 2; ExpectInvalid({"v: expected a 4-D tensor [B, T, HV, V]", "got 2-D [1, 2]"}); }
+TEST_F(Validation, VRank) {
+  p_.v.ndim = 2;
+  ExpectInvalid({"v: expected a 4-D tensor [B, T, HV, V]", "got 2-D [1, 2]"});
+  p_.v.shape[3] = 0;  // beyond the rank: never read as V (the rank is named, not "V must be 128")
+  ExpectInvalid({"v: expected a 4-D tensor [B, T, HV, V], got 2-D [1, 2]"});
+}
 TEST_F(Validation, ValueDimNot128) {
   p_.v.shape[3] = 256;
   ExpectError(KDA_ERROR_UNSUPPORTED, {"v: head dimension V", "must be 128", "got 256"});
@@ -123,6 +130,27 @@ TEST_F(Validation, ContextSplitInRangeIsAccepted) {
     p_.context_split = n;
     EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << n;
   }
+}
+// The context-parallel options (scripts/mutants.sh host found no test refusing them, 2026-12-04).
+TEST_F(Validation, ContextMethodIsOneOfThree) {
+  for (int bad : {-1, 3}) {
+    p_.context_method = static_cast<kda_context_method>(bad);
+    ExpectInvalid({"context_method: expected KDA_CONTEXT_AUTO (0), KDA_CONTEXT_EXACT (1) or KDA_CONTEXT_WARMUP (2), got",
+                   bad < 0 ? "got -1" : "got 3"});
+  }
+  for (kda_context_method ok : {KDA_CONTEXT_AUTO, KDA_CONTEXT_EXACT, KDA_CONTEXT_WARMUP}) {
+    p_.context_method = ok;
+    EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK) << ok;
+  }
+}
+TEST_F(Validation, ContextWarmupChunks) {
+  p_.context_warmup_chunks = -1;
+  ExpectInvalid({"context_warmup_chunks: expected 0 (chosen from the decay bound) or a chunk count >= 1, got -1"});
+  p_.context_warmup_chunks = 2;  // a forced warm-up length without the warm-up method
+  ExpectInvalid({"context_warmup_chunks: expected 0 unless context_method is KDA_CONTEXT_WARMUP (2), got 2 with "
+                 "context_method 0"});
+  p_.context_method = KDA_CONTEXT_WARMUP;
+  EXPECT_EQ(kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1).code, KDA_OK);
 }
 TEST_F(Validation, TrustedPointersIsAFlag) {
   for (int bad : {-1, 2}) {
@@ -189,6 +217,10 @@ TEST_F(Validation, CuSeqlensRank) {
   p_.cu_seqlens.ndim = 2;
   p_.cu_seqlens.shape[1] = 1;
   ExpectInvalid({"cu_seqlens: expected a 1-D tensor [N + 1]", "got 2-D [2, 1]"});
+  // A 2-D tensor whose first dimension is below 2: its rank is what is wrong, not its entry count.
+  p_.cu_seqlens.shape[0] = 1;
+  p_.cu_seqlens.shape[1] = 2;
+  ExpectInvalid({"cu_seqlens: expected a 1-D tensor [N + 1], got 2-D [1, 2]"});
 }
 TEST_F(Validation, CuSeqlensLength) {
   p_.cu_seqlens.shape[0] = 1;
@@ -254,7 +286,7 @@ TEST_F(Validation, TooManyTokensProductOverflowsInt64) {
   p_.initial_state.data = p_.final_state.data = nullptr;
   set_batch_time(&p_, 4, int64_t{1} << 62);
   for (kda_tensor* t : {&p_.q, &p_.k, &p_.v, &p_.g, &p_.beta, &p_.out}) t->stride[0] = t->stride[1] = 0;
-  ExpectInvalid({"q: sizes too large to index"});
+  ExpectInvalid({"q: sizes too large to index: B*T = 4*4611686018427387904 tokens must stay below 2^31"});
 }
 TEST_F(Validation, TooManySequences) {
   p_.initial_state.data = p_.final_state.data = nullptr;
@@ -269,6 +301,15 @@ TEST_F(Validation, TooManyValueHeads) {
 }
 
 // --- GPU entry point on the host: device-path rules first, then the device check
+// Host and device paths read every element through a pointer of its type.
+TEST_F(Validation, ElementMisalignedPointer) {
+  p_.q.data = static_cast<unsigned char*>(p_.q.data) + 1;
+  const kda_status c = kda_fwd_cpu(&p_, KDA_CPU_RECURRENCE_F64, 1);
+  EXPECT_EQ(c.code, KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(c.message).find("q: expected a data pointer aligned to its element size (2 bytes), got"),
+            std::string::npos)
+      << c.message;
+}
 TEST_F(Validation, DeviceMisalignedPointer) {
   p_.q.data = q_.data() + 1;  // 2 bytes off
   const kda_status s = kda_fwd(&p_, nullptr, 0, nullptr);
