@@ -118,7 +118,7 @@ host_mutants() {
       local c
       c=$(echo "$cmd_line" | sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o $obj( |\$)# -o $tmp/$member\1#; s# -c $ROOT/$f# -c $tmp/src/$(basename "$f")#")
       if ! (cd "$BUILD" && eval "$c") > "$tmp/compile.log" 2>&1; then echo "$f:$line  not compiled (skipped)"; continue; fi
-      cp "$BUILD/libflash_kda.a" "$tmp/lib.a" && (cd "$tmp" && cp "$member" "$member.tmp" && ar r lib.a "$member" 2>/dev/null)
+      cp "$BUILD/libflash_kda.a" "$tmp/lib.a" && (cd "$tmp" && ar r lib.a "$member" 2>/dev/null)
       killed=""
       for t in $tests; do
         link=$(ninja -C "$BUILD" -t commands "$t" | tail -1 | sed 's/ && cd .*//; s/^: && //')
@@ -133,7 +133,7 @@ host_mutants() {
         fi
       done
       if [ -n "$killed" ]; then echo "$f:$line  killed by $killed"
-      else survived=$((survived + 1)); echo "$f:$line  SURVIVED: $(sed -n "$((line + 1))p" "$ROOT/$f" | sed 's/^ *//' | cut -c1-110)"; fi
+      else survived=$((survived + 1)); echo "$f:$line  SURVIVED: $(sed -n "${line},$((line + 1))p" "$ROOT/$f" | sed 's/^ *//' | tr '\n' ' ' | cut -c1-160)"; fi
     done
   done
   rm -rf "$tmp"
