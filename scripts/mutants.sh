@@ -39,6 +39,22 @@ if [ -n "${MUTANTS:-}" ]; then
   PATCHES=$sel
 fi
 
+# The build's compile command for library object OBJ, writing OUT from source SRC; with INCLUDE_ROOT,
+# the tree's include roots replaced by that copy's (build_one's patched src/).
+object_command() {  # object_command OBJ OUT SRC [INCLUDE_ROOT]
+  local c
+  c=$(ninja -C "$BUILD" -t commands libflash_kda.a | grep -E -- " -o $1( |\$)" | grep -F -- " -c " | head -1)
+  [ -n "$c" ] || return 1
+  c=$(echo "$c" | sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o $1( |\$)# -o $2\1#; s# -c [^ ]+# -c $3#")
+  if [ -n "${4:-}" ]; then c=$(echo "$c" | sed "s#-I$ROOT/include#-I$4/include#; s#-I$ROOT #-I$4 #"); fi
+  echo "$c"
+}
+
+# The build's link command for executable TARGET, writing OUT and linking LIB in libflash_kda.a's place.
+link_command() {  # link_command TARGET OUT LIB
+  ninja -C "$BUILD" -t commands "$1" | tail -1 | sed "s/ && cd .*//; s/^: && //; s# -o $1 # -o $2 #; s# libflash_kda.a # $3 #"
+}
+
 build_one() {  # build_one PATCH
   local patch=$1 name tmp objs obj cmd_line member
   name=$(basename "$patch" .patch)
@@ -57,16 +73,15 @@ build_one() {  # build_one PATCH
   cp "$BUILD/libflash_kda.a" "$tmp/libflash_kda.a"
   for obj in $objs; do
     member=$(basename "$obj")
-    cmd_line=$(ninja -C "$BUILD" -t commands libflash_kda.a | grep -E -- " -o $obj( |\$)" | grep -F -- " -c " | head -1)
-    [ -n "$cmd_line" ] || { echo "$name: no compile command for $obj"; rm -rf "$tmp"; return 1; }
-    cmd_line=$(echo "$cmd_line" | sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s#-I$ROOT/include#-I$tmp/include#; s#-I$ROOT #-I$tmp #; s# -o $obj( |\$)# -o $tmp/$member\1#; s# -c $ROOT/# -c $tmp/#")
+    local src=${obj#CMakeFiles/flash_kda.dir/}
+    cmd_line=$(object_command "$obj" "$tmp/$member" "$tmp/${src%.o}" "$tmp") ||
+      { echo "$name: no compile command for $obj"; rm -rf "$tmp"; return 1; }
     (cd "$BUILD" && eval "$cmd_line") > "$tmp/compile.log" 2>&1 || { echo "$name: compile failed"; cat "$tmp/compile.log"; rm -rf "$tmp"; return 1; }
     (cd "$tmp" && ar r libflash_kda.a "$member" 2>/dev/null)
   done
   local link
-  link=$(ninja -C "$BUILD" -t commands tests/gpu/test_gpu | tail -1 | sed 's/ && cd .*//; s/^: && //')
   mkdir -p "$DEST/$name"
-  link=$(echo "$link" | sed "s# -o tests/gpu/test_gpu # -o $DEST/$name/test_gpu #; s# libflash_kda.a # $tmp/libflash_kda.a #")
+  link=$(link_command tests/gpu/test_gpu "$DEST/$name/test_gpu" "$tmp/libflash_kda.a")
   (cd "$BUILD" && eval "$link") > "$tmp/link.log" 2>&1 || { echo "$name: link failed"; cat "$tmp/link.log"; rm -rf "$tmp"; return 1; }
   sed -n 's/^# modes: //p' "$patch" > "$DEST/$name/modes"
   sed -n 's/^# what: //p' "$patch" > "$DEST/$name/what"
@@ -102,15 +117,14 @@ export -f run_one
 
 host_mutants() {
   local files=${HOST_FILES:-"src/api/validate.cpp src/api/validate_cp.cpp src/api/validate_decode.cpp src/api/memory_rules.cpp src/api/decode_check.cpp"}
-  local tmp f n i line obj member cmd_line link t killed survived=0 expected=0 total=0 ok text known
+  local tmp f n i line obj member link t killed survived=0 expected=0 total=0 ok text known
   tmp=$(mktemp -d /tmp/flash_kda_host_mutant.XXXX)
   local tests
   tests=$(ninja -C "$BUILD" -t targets all | grep -oE '^tests/test_[a-z_0-9]+:' | tr -d ':' | sort -u)
   for f in $files; do
     obj=CMakeFiles/flash_kda.dir/$f.o
     member=$(basename "$obj")
-    cmd_line=$(ninja -C "$BUILD" -t commands libflash_kda.a | grep -E -- " -o $obj( |\$)" | head -1)
-    [ -n "$cmd_line" ] || { echo "$f: no compile command"; continue; }
+    object_command "$obj" /dev/null "$ROOT/$f" > /dev/null || { echo "$f: no compile command"; continue; }
     n=$(grep -c 'return make_error(' "$ROOT/$f")
     for i in $(seq 1 "$n"); do
       total=$((total + 1))
@@ -118,13 +132,12 @@ host_mutants() {
       mkdir -p "$tmp/src" && cp "$ROOT/$f" "$tmp/src/$(basename "$f")"
       sed -i "${line}s/return make_error(/(void)make_error(/" "$tmp/src/$(basename "$f")"
       local c
-      c=$(echo "$cmd_line" | sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o $obj( |\$)# -o $tmp/$member\1#; s# -c $ROOT/$f# -c $tmp/src/$(basename "$f")#")
+      c=$(object_command "$obj" "$tmp/$member" "$tmp/src/$(basename "$f")")
       if ! (cd "$BUILD" && eval "$c") > "$tmp/compile.log" 2>&1; then echo "$f:$line  not compiled (skipped)"; continue; fi
       cp "$BUILD/libflash_kda.a" "$tmp/lib.a" && (cd "$tmp" && ar r lib.a "$member" 2>/dev/null)
       killed=""
       for t in $tests; do
-        link=$(ninja -C "$BUILD" -t commands "$t" | tail -1 | sed 's/ && cd .*//; s/^: && //')
-        link=$(echo "$link" | sed "s# -o $t # -o $tmp/bin #; s# libflash_kda.a # $tmp/lib.a #")
+        link=$(link_command "$t" "$tmp/bin" "$tmp/lib.a")
         (cd "$BUILD" && eval "$link") > /dev/null 2>&1 || { killed="(link failed)"; break; }
         ok=0
         (cd "$BUILD/tests" && timeout 300 "$tmp/bin" --gtest_brief=1 --gtest_fail_fast > "$tmp/run.log" 2>&1) 2>/dev/null || ok=1

@@ -39,10 +39,10 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, int threads, int
   return cudaLaunchKernelEx(&cfg, kernel, params...);
 }
 
-// Streaming multiprocessors of the current device (132 when the runtime cannot say).
 // A tensor's batch, token and head strides (elements; the last dimension is contiguous).
 inline Strides4 strides_of(const kda_tensor& t) { return Strides4{t.stride[0], t.stride[1], t.stride[2]}; }
 
+// Streaming multiprocessors of the current device (132 when the runtime cannot say).
 inline int sm_count() {
   int device = 0, count = 132;
   if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
