@@ -4,6 +4,7 @@
 // given. Calls with valid arguments on host memory stop at the device checks.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -244,6 +245,34 @@ TEST_F(CpApi, CombineArgumentRules) {
   kda_tensor Dm = D_;
   Dm.data = static_cast<float*>(D_.data) + 1;  // 4-byte aligned only
   ExpectNames(kda_combine_transitions(2, Dm, M_, none, out, none, nullptr), {"D: expected a 16-byte aligned data pointer"});
+  // The grid bound, N x HV < 2^27 (one CTA per 8 rows of every matrix): 2^23 sequences x 16 heads,
+  // D and M broadcast views of one matrix, end_state never touched (the bound comes before the memory
+  // rules and before any pointer is used); one head fewer passes the bound and stops at a later rule.
+  const int64_t big_shape[4] = {int64_t{1} << 23, 16, D, D};
+  kda_tensor Db = kda_tensor_contiguous(D_.data, KDA_DTYPE_F32, 4, big_shape);
+  Db.stride[0] = Db.stride[1] = 0;
+  kda_tensor Mb = Db;
+  Mb.data = M_.data;
+  const kda_tensor end_big = kda_tensor_contiguous(states_.data(), KDA_DTYPE_F32, 4, big_shape);
+  ExpectNames(kda_combine_transitions(1, Db, Mb, none, none, end_big, nullptr),
+              {"D: sizes too large: N x HV = 8388608 x 16", "must stay below 2^27"});
+  kda_tensor Db15 = Db, Mb15 = Mb, end15 = end_big;
+  Db15.shape[1] = Mb15.shape[1] = end15.shape[1] = 15;
+  const kda_status below = kda_combine_transitions(1, Db15, Mb15, none, none, end15, nullptr);
+  EXPECT_NE(below.code, KDA_OK);
+  EXPECT_EQ(std::string(below.message).find("2^27"), std::string::npos) << below.message;
+  std::printf("[ check ] one head fewer: %s\n", below.message);
+  // A contiguous tensor whose element count passes 2^63: initial_state [2, 2^50, 128, 128] (HV = 2^50
+  // from broadcast D and M) is refused by its size before its strides are compared with the dense ones.
+  const int64_t huge_shape[4] = {2, int64_t{1} << 50, D, D};
+  kda_tensor Dh = kda_tensor_contiguous(D_.data, KDA_DTYPE_F32, 4, huge_shape);
+  Dh.stride[0] = Dh.stride[1] = 0;
+  kda_tensor Mh = Dh;
+  Mh.data = M_.data;
+  kda_tensor init_huge = kda_tensor_contiguous(states_.data(), KDA_DTYPE_F32, 4, huge_shape);
+  init_huge.stride[0] = 0;  // the dense stride (2^64) is not representable
+  ExpectNames(kda_combine_transitions(1, Dh, Mh, init_huge, none, end_big, nullptr),
+              {"initial_state: sizes too large to index: shape [2, 1125899906842624, 128, 128] has more than 2^63 elements"});
   kda_tensor end = view(states_.data(), 2);
   ExpectNames(kda_combine_transitions(2, D_, M_, none, none, end, nullptr), {"end_state", "[1, 2, 128, 128]", "[2, 2, 128, 128]"});
   end.shape[0] = 1;

@@ -166,6 +166,33 @@ TEST(DecodeCpu, PackedEqualsBatch) {
   EXPECT_EQ(batch.pool_f32, packed.pool_f32);
 }
 
+// Unchecked cu_seqlens contents are clamped (reference/common.h): an entry past the packed length
+// counts as the packed length ({0, 2, 9, 6} runs as {0, 2, 6, 6}, bit for bit), and a sequence whose
+// end lies before its start is empty: its slot stays bitwise unchanged. The GPU test
+// GpuDecode.BadCuSeqlensContentsAreClampedAsOnTheCpu compares the kernels with this path.
+TEST(DecodeCpu, BadCuSeqlensContentsAreClamped) {
+  DecodeSpec s;
+  s.cu_seqlens = {0, 2, 4, 6};
+  s.H = 1;
+  s.HV = 2;
+  s.slots = 5;
+  s.seed = 31;
+  const RandomDecode base = make_random_decode(s);
+  RandomDecode past = base, clamped = base, order = base;
+  past.cu64 = {0, 2, 9, 6};
+  clamped.cu64 = {0, 2, 6, 6};
+  order.cu64 = {4, 6, 0, 4};
+  kda_decode_params pp = past.params(), pc = clamped.params(), po = order.params();
+  ASSERT_EQ(kda_decode_cpu(&pp, 0).code, KDA_OK);
+  ASSERT_EQ(kda_decode_cpu(&pc, 0).code, KDA_OK);
+  ASSERT_EQ(kda_decode_cpu(&po, 0).code, KDA_OK);
+  EXPECT_EQ(past.out, clamped.out);
+  EXPECT_EQ(past.pool_f32, clamped.pool_f32);
+  EXPECT_EQ(std::memcmp(pool_slot(past, base.index(2, 0)), pool_slot(base, base.index(2, 0)), pool_slot_bytes(base)), 0);
+  EXPECT_EQ(std::memcmp(pool_slot(order, base.index(1, 0)), pool_slot(base, base.index(1, 0)), pool_slot_bytes(base)), 0);
+  EXPECT_NE(std::memcmp(pool_slot(order, base.index(2, 0)), pool_slot(base, base.index(2, 0)), pool_slot_bytes(base)), 0);
+}
+
 // ---- verify: per-token slots and num_accepted_tokens ----------------------------------------------
 
 TEST(DecodeCpu, VerifyEveryAcceptedCount) {
@@ -298,7 +325,7 @@ std::string validation_message(kda_decode_params p) {
 }
 
 TEST(DecodeValidation, NullParams) {
-  for (const kda_status st : {kda_decode_cpu(nullptr, 1), kda_decode(nullptr, nullptr)}) {
+  for (const kda_status& st : {kda_decode_cpu(nullptr, 1), kda_decode(nullptr, nullptr)}) {
     EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
     EXPECT_STREQ(st.message, "params: expected a non-null pointer, got NULL");
   }

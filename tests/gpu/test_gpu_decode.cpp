@@ -3,7 +3,8 @@
 // and out-of-range slots, a poisoned pool (unnamed slots bitwise untouched), verify with every
 // num_accepted_tokens value, packed sequences, a strided pool view, 100 decode steps against a
 // 100-token prefill, prefill + decode against a longer prefill, every kernel configuration
-// bitwise identical and deterministic, CUDA-graph capture, the opt-in content check.
+// bitwise identical and deterministic, CUDA-graph capture, the opt-in content check, bad cu_seqlens
+// contents clamped as on the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -219,6 +220,59 @@ TEST(GpuDecode, VerifyEveryAcceptedCountAndPacked) {
     expect_decode_close(dims == 2 ? "packed verify, [N, 3] indices" : "packed, [N] indices", decode_gpu_vs_cpu(d), 4e-3,
                         3e-3);
   }
+}
+
+// Unchecked cu_seqlens contents (check_indices = 0): the kernels clamp every entry to [0, T_total]
+// and make a sequence whose end lies before its start empty (sequence_map.cuh), as the CPU path does
+// (reference/common.h). {4, 6, 0, 4}: sequence 1 ends before it starts; {0, 2, 9, 6}: an entry past
+// T_total. The empty sequence's pool slots (poisoned) must come back bitwise unchanged, the other
+// sequences must match the CPU path, and every output row is written. Without it, kernels that
+// stored a never-loaded state for a negative length (tests/mutants/26_seq_no_order_clamp.patch) or
+// ran past T_total (25_seq_no_upper_clamp.patch) passed the suite.
+TEST(GpuDecode, BadCuSeqlensContentsAreClampedAsOnTheCpu) {
+  KDA_SKIP_WITHOUT_SM90();
+  const std::vector<std::vector<int64_t>> lists = {{4, 6, 0, 4}, {0, 2, 9, 6}};
+  const int64_t empty_seq[2] = {1, 2};
+  for (size_t b = 0; b < lists.size(); ++b)
+    for (int dims : {1, 2})
+      for (int config = 0; config <= KDA_DECODE_NUM_KERNEL_CONFIGS; ++config) {
+        DecodeSpec s;
+        s.cu_seqlens = {0, 2, 4, 6};  // shapes for 6 packed tokens in 3 sequences
+        s.H = 1;
+        s.HV = 2;
+        s.idx_dims = dims;
+        s.idx_cols = 4;  // the longest sequence of either list
+        s.slots = 3 * 4 + 2;
+        s.seed = 90 + 10 * b + dims;
+        RandomDecode d = make_random_decode(s);
+        d.cu64 = lists[b];
+        const int64_t e = empty_seq[b];
+        std::vector<int64_t> poisoned;
+        for (int64_t t = 0; t < (dims == 1 ? 1 : 4); ++t) poisoned.push_back(d.index(e, t));
+        for (int64_t slot : poisoned) std::memset(const_cast<uint8_t*>(pool_slot(d, slot)), 0xff, pool_slot_bytes(d));
+        std::fill(d.out.begin(), d.out.end(), 0x7fc0);
+        const RandomDecode before = d;
+        RandomDecode ref = d;
+        const kda_status st = run_decode_gpu(d, config);
+        ASSERT_EQ(st.code, KDA_OK) << st.message;
+        ASSERT_EQ(run_decode_cpu(ref).code, KDA_OK);
+        char where[96];
+        std::snprintf(where, sizeof(where), "list %zu, %d-D indices, config %d", b, dims, config);
+        for (int64_t slot : poisoned) {
+          EXPECT_EQ(std::memcmp(pool_slot(d, slot), pool_slot(before, slot), pool_slot_bytes(d)), 0)
+              << where << ": the empty sequence's slot " << slot << " was written";
+          // Equal on both sides now; the error metrics below then see no NaN.
+          std::memset(const_cast<uint8_t*>(pool_slot(d, slot)), 0, pool_slot_bytes(d));
+          std::memset(const_cast<uint8_t*>(pool_slot(ref, slot)), 0, pool_slot_bytes(ref));
+        }
+        for (uint16_t x : d.out) ASSERT_NE(x, 0x7fc0) << where << ": an output row was not written";
+        DecodeErrors err;
+        err.out = reference_rel_l2_bf16(d.out, ref.out);
+        err.pool = rel_l2(pool_values(d), pool_values(ref));
+        for (double x : pool_values(d)) err.non_finite += !std::isfinite(x);
+        for (double x : bf16_to_f64(d.out)) err.non_finite += !std::isfinite(x);
+        expect_decode_close(std::string("bad cu_seqlens, ") + where, err, 4e-3, 3e-3);
+      }
 }
 
 TEST(GpuDecode, StridedPoolView) {
