@@ -12,7 +12,7 @@
 #       MUTANTS="NN ..." limits it to some patches.
 #   scripts/mutants.sh host [BUILD]           (here, no GPU, no patch files) the input checks: for each
 #       `return make_error(` of HOST_FILES (default src/api/validate.cpp, validate_cp.cpp,
-#       validate_decode.cpp, memory_rules.cpp, decode_check.cpp) a mutant whose check reports nothing
+#       validate_decode.cpp, memory_rules.cpp, decode_check.cpp, api.cpp, api_cp.cpp) a mutant whose check reports nothing
 #       (`(void)make_error(`: the call goes on as if the input were valid), its object compiled with
 #       the build's command, and every host test binary relinked and run until one fails. Prints one
 #       line per mutant (killed by which binary, or SURVIVED) and the counts; exit status: the survivors
@@ -59,7 +59,7 @@ build_one() {  # build_one PATCH
   local patch=$1 name tmp objs obj cmd_line member
   name=$(basename "$patch" .patch)
   tmp=$(mktemp -d /tmp/flash_kda_mutant.XXXX)
-  cp -r "$ROOT/src" "$ROOT/include" "$tmp/"
+  cp -r "$ROOT/src" "$ROOT/include" "$ROOT/reference" "$tmp/"  # every include root of the library's sources
   if ! patch -s -d "$tmp" -p1 < "$patch"; then echo "$name: the patch does not apply (stale)"; rm -rf "$tmp"; return 1; fi
   local changed
   changed=$(grep '^+++ b/' "$patch" | sed 's|^+++ b/||; s|\t.*||')
@@ -116,7 +116,7 @@ run_one() {  # run_one LABEL BINARY MODE LOGDIR
 export -f run_one
 
 host_mutants() {
-  local files=${HOST_FILES:-"src/api/validate.cpp src/api/validate_cp.cpp src/api/validate_decode.cpp src/api/memory_rules.cpp src/api/decode_check.cpp"}
+  local files=${HOST_FILES:-"src/api/validate.cpp src/api/validate_cp.cpp src/api/validate_decode.cpp src/api/memory_rules.cpp src/api/decode_check.cpp src/api/api.cpp src/api/api_cp.cpp"}
   local tmp f n i line obj member link t killed survived=0 expected=0 total=0 ok text known
   tmp=$(mktemp -d /tmp/flash_kda_host_mutant.XXXX)
   local tests

@@ -74,6 +74,24 @@ class CpApi : public CpShard {
   }
 };
 
+// The entry points' own argument checks (api_cp.cpp; found untested by `HOST_FILES=src/api/api_cp.cpp
+// scripts/mutants.sh host`, 2026-12-04): a NULL bytes pointer, NULL params, a struct_size from another
+// version of the header, each named, for the size query and for the calls.
+TEST_F(CpApi, NullPointersAndStructSizeAreNamed) {
+  size_t bytes = 0;
+  ExpectNames(kda_segment_transition_workspace_size(&p_, D_, M_, nullptr), {"bytes: expected a non-null pointer, got NULL"});
+  ExpectNames(kda_segment_transition_workspace_size(nullptr, D_, M_, &bytes), {"params: expected a non-null pointer, got NULL"});
+  ExpectNames(kda_segment_transition(nullptr, D_, M_, nullptr, 0, nullptr), {"params: expected a non-null pointer, got NULL"});
+  ExpectNames(kda_fwd_prepared(nullptr, nullptr, 0, nullptr), {"params: expected a non-null pointer, got NULL"});
+  kda_fwd_params old = p_;
+  old.struct_size = sizeof(kda_fwd_params) - 8;
+  const std::string expect = "params.struct_size: expected " + std::to_string(sizeof(kda_fwd_params)) + " (call " +
+                             "kda_fwd_params_init), got " + std::to_string(sizeof(kda_fwd_params) - 8);
+  ExpectNames(kda_segment_transition_workspace_size(&old, D_, M_, &bytes), {expect});
+  ExpectNames(kda_segment_transition(&old, D_, M_, nullptr, 0, nullptr), {expect});
+  ExpectNames(kda_fwd_prepared(&old, nullptr, 0, nullptr), {expect});
+}
+
 TEST_F(CpApi, WorkspaceCoversTheTransitionAndThePreparedForward) {
   size_t fwd = 0, prep_only = 0, with_dm = 0;
   ASSERT_EQ(kda_fwd_workspace_size(&p_, &fwd).code, KDA_OK);

@@ -343,6 +343,13 @@ TEST_F(Validation, NoSm90DeviceIsReported) {
   EXPECT_EQ(s.code, KDA_ERROR_UNSUPPORTED_DEVICE) << s.message;
   EXPECT_NE(std::string(s.message).find("device:"), std::string::npos) << s.message;
   EXPECT_NE(std::string(s.message).find("compute capability 9.0"), std::string::npos) << s.message;
+  // What was found: no GPU at all, or another compute capability (api.cpp's check_device).
+  const bool none = cudaGetDeviceCount(&count) != cudaSuccess || count == 0;
+  cudaGetLastError();
+  EXPECT_NE(std::string(s.message).find(none ? "found none (" : "found "), std::string::npos) << s.message;
+  if (!none) {
+    EXPECT_NE(std::string(s.message).find(" on device "), std::string::npos) << s.message;
+  }
 }
 
 }  // namespace

@@ -408,12 +408,26 @@ TEST(GpuSafety, PointerKinds) {
   ASSERT_EQ(cudaMallocHost(&pinned, q_bytes), cudaSuccess);
   a = dp.params();
   a.v.data = pinned;
-  refused(a, "v: expected CUDA device memory on device");
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  const std::string on = "expected CUDA device memory on device " + std::to_string(device);
+  refused(a, ("v: " + on + ", got pinned host memory").c_str());
   // Unregistered host memory.
   std::vector<uint16_t> host(q_bytes / 2);
   a = dp.params();
   a.g.data = host.data();
-  refused(a, "g: expected CUDA device memory");
+  refused(a, ("g: " + on + ", got unregistered host memory").c_str());
+  // A freed device allocation and an address nothing maps: refused too (which of the two messages
+  // the runtime's answer leads to is printed: api.cpp's check_pointer).
+  void* freed = nullptr;
+  ASSERT_EQ(cudaMalloc(&freed, q_bytes), cudaSuccess);
+  ASSERT_EQ(cudaFree(freed), cudaSuccess);
+  a = dp.params();
+  a.beta.data = freed;
+  refused(a, "beta: expected CUDA device memory");
+  a = dp.params();
+  a.out.data = reinterpret_cast<void*>(uintptr_t{0x1000});
+  refused(a, "out: expected CUDA device memory");
   EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
   EXPECT_EQ(cudaFree(managed), cudaSuccess);
   EXPECT_EQ(cudaFree(big), cudaSuccess);
