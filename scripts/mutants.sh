@@ -12,12 +12,13 @@
 #       MUTANTS="NN ..." limits it to some patches.
 #   scripts/mutants.sh host [BUILD]           (here, no GPU, no patch files) the input checks: for each
 #       `return make_error(` of HOST_FILES (default src/api/validate.cpp, validate_cp.cpp,
-#       validate_decode.cpp, memory_rules.cpp, decode_check.cpp, api.cpp, api_cp.cpp) a mutant whose check reports nothing
-#       (`(void)make_error(`: the call goes on as if the input were valid), its object compiled with
-#       the build's command, and every host test binary relinked and run until one fails. Prints one
-#       line per mutant (killed by which binary, or SURVIVED) and the counts; exit status: the survivors
-#       not listed in tests/mutants/host_survivors.txt (lines "FILE|TEXT": a survivor of FILE whose
-#       mutated line or the line after it contains TEXT, each with the reason it is left). CI runs it.
+#       validate_decode.cpp, memory_rules.cpp, decode_check.cpp, api.cpp, api_cp.cpp) a mutant whose
+#       check reports nothing (`(void)make_error(`: the call goes on as if the input were valid), its
+#       object compiled with the build's command, and every host test binary relinked and run until one
+#       fails. Prints one line per mutant (killed by which binary, or SURVIVED) and the counts; exit
+#       status: the survivors not listed in tests/mutants/host_survivors.txt (lines "FILE|TEXT": a
+#       survivor of FILE whose mutated line or the line after it contains TEXT, each with the reason it
+#       is left). CI runs it.
 #   scripts/mutants.sh run [BUILD] [DEST]     (GPU) every mutant's test_gpu in each of its modes, and the
 #       control (BUILD/tests/gpu/test_gpu, unpatched) in each mode beside them, MUTANT_JOBS at a time
 #       (default 4; MUTANT_TIMEOUT s each, default 300, a timeout counts as killed: a hang is a failure);
