@@ -42,49 +42,49 @@ class ShortStruct {
   unsigned char* at_ = nullptr;
 };
 
-void expect_struct_size_error(const kda_status& s, const char* init, size_t expected, size_t got, const char* call) {
-  EXPECT_EQ(s.code, KDA_ERROR_INVALID_ARGUMENT) << call << ": " << s.message;
-  const std::string want = "params.struct_size: expected " + std::to_string(expected) + " (call " + init +
-                           "), got " + std::to_string(got);
-  EXPECT_NE(std::string(s.message).find(want), std::string::npos) << call << ": \"" << s.message << "\" lacks \"" << want << "\"";
-}
-
 // Sizes of an older header: one field (8 bytes) short, and only the struct_size word (8 bytes with
 // its padding).
 constexpr size_t kShortBy = 8;
 constexpr size_t kMinimal = 8;
 
-TEST(ShortStructs, ForwardEntryPointsReadNothingPastStructSize) {
-  kda_fwd_params full;
-  kda_fwd_params_init(&full);
-  static_assert(sizeof(kda_fwd_params) % 8 == 0, "the short copies stay 8-byte aligned");
-  for (size_t bytes : {sizeof(kda_fwd_params) - kShortBy, kMinimal}) {
-    ShortStruct<kda_fwd_params> p(full, bytes);
-    const size_t n = sizeof(kda_fwd_params);
-    size_t ws = 0;
-    const kda_tensor none{};
-    expect_struct_size_error(kda_fwd_workspace_size(p.get(), &ws), "kda_fwd_params_init", n, bytes, "kda_fwd_workspace_size");
-    expect_struct_size_error(kda_fwd(p.get(), nullptr, 0, nullptr), "kda_fwd_params_init", n, bytes, "kda_fwd");
-    expect_struct_size_error(kda_fwd_cpu(p.get(), KDA_CPU_RECURRENCE_F64, 1), "kda_fwd_params_init", n, bytes, "kda_fwd_cpu");
-    expect_struct_size_error(kda_segment_transition_workspace_size(p.get(), none, none, &ws), "kda_fwd_params_init", n,
-                             bytes, "kda_segment_transition_workspace_size");
-    expect_struct_size_error(kda_segment_transition(p.get(), none, none, nullptr, 0, nullptr), "kda_fwd_params_init", n,
-                             bytes, "kda_segment_transition");
-    expect_struct_size_error(kda_fwd_prepared(p.get(), nullptr, 0, nullptr), "kda_fwd_params_init", n, bytes,
-                             "kda_fwd_prepared");
+// For each short size of P: `calls(params, what)` runs the entry points on a short copy of the struct
+// `init` fills, and each status it returns through `what(status, name)` must name the size.
+template <typename P, typename Calls>
+void each_short_struct(void (*init)(P*), const char* init_name, Calls calls) {
+  static_assert(sizeof(P) % 8 == 0, "the short copies stay 8-byte aligned");
+  P full;
+  init(&full);
+  for (size_t bytes : {sizeof(P) - kShortBy, kMinimal}) {
+    ShortStruct<P> p(full, bytes);
+    const std::string want = "params.struct_size: expected " + std::to_string(sizeof(P)) + " (call " + init_name +
+                             "), got " + std::to_string(bytes);
+    calls(p.get(), [&](const kda_status& s, const char* call) {
+      EXPECT_EQ(s.code, KDA_ERROR_INVALID_ARGUMENT) << call << ": " << s.message;
+      EXPECT_NE(std::string(s.message).find(want), std::string::npos)
+          << call << ": \"" << s.message << "\" lacks \"" << want << "\"";
+    });
   }
 }
 
+TEST(ShortStructs, ForwardEntryPointsReadNothingPastStructSize) {
+  each_short_struct<kda_fwd_params>(kda_fwd_params_init, "kda_fwd_params_init", [](const kda_fwd_params* p, auto what) {
+    size_t ws = 0;
+    const kda_tensor none{};
+    what(kda_fwd_workspace_size(p, &ws), "kda_fwd_workspace_size");
+    what(kda_fwd(p, nullptr, 0, nullptr), "kda_fwd");
+    what(kda_fwd_cpu(p, KDA_CPU_RECURRENCE_F64, 1), "kda_fwd_cpu");
+    what(kda_segment_transition_workspace_size(p, none, none, &ws), "kda_segment_transition_workspace_size");
+    what(kda_segment_transition(p, none, none, nullptr, 0, nullptr), "kda_segment_transition");
+    what(kda_fwd_prepared(p, nullptr, 0, nullptr), "kda_fwd_prepared");
+  });
+}
+
 TEST(ShortStructs, DecodeEntryPointsReadNothingPastStructSize) {
-  kda_decode_params full;
-  kda_decode_params_init(&full);
-  static_assert(sizeof(kda_decode_params) % 8 == 0, "the short copies stay 8-byte aligned");
-  for (size_t bytes : {sizeof(kda_decode_params) - kShortBy, kMinimal}) {
-    ShortStruct<kda_decode_params> p(full, bytes);
-    const size_t n = sizeof(kda_decode_params);
-    expect_struct_size_error(kda_decode(p.get(), nullptr), "kda_decode_params_init", n, bytes, "kda_decode");
-    expect_struct_size_error(kda_decode_cpu(p.get(), 1), "kda_decode_params_init", n, bytes, "kda_decode_cpu");
-  }
+  each_short_struct<kda_decode_params>(kda_decode_params_init, "kda_decode_params_init",
+                                       [](const kda_decode_params* p, auto what) {
+                                         what(kda_decode(p, nullptr), "kda_decode");
+                                         what(kda_decode_cpu(p, 1), "kda_decode_cpu");
+                                       });
 }
 
 }  // namespace
