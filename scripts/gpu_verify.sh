@@ -39,6 +39,8 @@
 #              the package when it is not importable): the 2-process NCCL tests and the building blocks'
 #              tests (pytest), the example, and the scaling benchmark (1 and 2 GPUs, DIST_T tokens, H = 8)
 #              -> bench_distributed.json and BENCHMARK_CP_H200.md in OUT; NCCL_NVLS_ENABLE=0 throughout
+# Code: build, tests, sanitizer, spills and mutants here; the measurement stages in gpu_verify_measure.sh,
+# the Python ones in gpu_verify_python.sh (both sourced below).
 # Usage: scripts/gpu_verify.sh [stage ...]  (default: build tests sanitizer bench decode python pybench)
 # Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
 #   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
@@ -182,127 +184,6 @@ stage_sanitizer() {
   record sanitizer $rc "logs: sanitizer_*.log"
 }
 
-# run_bench BIN JSON LOG: flash_kda_bench over cases.json with the GPU idle before every case. A binary
-# from before the --idle-ms option (a baseline of an older commit) runs each case in a process of its
-# own after 0.3 s of sleep instead, keeping the line of the case's exact name: the same conditions.
-run_bench() {
-  local bin=$1 json=$2 log=$3
-  if "$bin" --help 2>&1 | grep -q -- --idle-ms; then
-    timeout 900 "$bin" --cases "$DATA/cases.json" --json "$json" >"$log" 2>&1
-    return
-  fi
-  local rc=0 c
-  : >"$json"
-  : >"$log"
-  for c in $(python3 -c "import json, sys; d = json.load(open(sys.argv[1]))
-print(' '.join(c['name'] for g in ('prefill', 'prefill_small_heads', 'prefill_long_memory') for c in d.get(g, [])))" \
-    "$DATA/cases.json"); do
-    sleep 0.3
-    timeout 120 "$bin" --cases "$DATA/cases.json" --filter "$c" --json "$json.one" >>"$log" 2>&1 || rc=$((rc + 1))
-    python3 -c "import json, sys
-for l in open(sys.argv[1]):
-    if l.strip() and json.loads(l)['name'] == sys.argv[2]: print(l.strip())" "$json.one" "$c" >>"$json"
-  done
-  rm -f "$json.one"
-  return $rc
-}
-
-stage_bench() {
-  run_bench "$BUILD/benchmarks/flash_kda_bench" "$LOG/bench.json" "$LOG/bench.log"
-  local rc=$?
-  cat "$LOG/bench.log"
-  # Variant builds (VARIANT_BUILDS="build-x ...", e.g. other launcher knobs), timed in the same call.
-  local v
-  for v in ${VARIANT_BUILDS:-}; do
-    [ -x "$v/benchmarks/flash_kda_bench" ] || continue
-    run_bench "$v/benchmarks/flash_kda_bench" "$LOG/bench_$(basename "$v").json" "$LOG/bench_$(basename "$v").log"
-    echo "--- variant $v"
-    cat "$LOG/bench_$(basename "$v").log"
-  done
-  record bench $rc "logs: bench.log, bench.json"
-}
-
-stage_host() {
-  # Host time of a kda_fwd / kda_decode call and of the runtime calls it makes (with and without
-  # trusted_pointers): where an eager call's host cost goes.
-  timeout 120 "$BUILD/benchmarks/flash_kda_bench_host" --reps 31 >"$LOG/bench_host.log" 2>&1
-  local rc=$?
-  cat "$LOG/bench_host.log"
-  record host $rc "logs: bench_host.log"
-}
-
-stage_singlepass() {
-  # Issue 10's measurements before the single-pass kernel exists: the chunk step with the kernel's
-  # parts added one at a time (flash_kda_bench_wgmma_step --variants), the preparation by one warp
-  # per chunk against chunk_prep_kernel (flash_kda_bench_prep_warp: records compared, then timed,
-  # also held to 4-24 resident warps per SM), and the preparation inside the chain's CTA
-  # (flash_kda_bench_fused_piece: checked against kda_fwd, then timed; again with a partial last
-  # chunk, --tail 5, for the layouts that take one); the step for chunks of 16, 32 and 64 tokens
-  # (flash_kda_bench_step_tokens: each checked against a CPU emulation, then timed).
-  local rc=0
-  timeout 120 "$BUILD/benchmarks/flash_kda_bench_wgmma_step" --variants >"$LOG/bench_wgmma_step.log" 2>&1 || rc=$((rc + 1))
-  cat "$LOG/bench_wgmma_step.log"
-  timeout 120 "$BUILD/benchmarks/flash_kda_bench_prep_warp" --nw 1 --warps 4,8,12,16,24 >"$LOG/bench_prep_warp.log" 2>&1 ||
-    rc=$((rc + 1))
-  cat "$LOG/bench_prep_warp.log"
-  timeout 180 "$BUILD/benchmarks/flash_kda_bench_fused_piece" >"$LOG/bench_fused_piece.log" 2>&1 || rc=$((rc + 1))
-  cat "$LOG/bench_fused_piece.log"
-  timeout 120 "$BUILD/benchmarks/flash_kda_bench_fused_piece" --chunks 3,17,64 --tail 5 >"$LOG/bench_fused_piece_tail.log" 2>&1 ||
-    rc=$((rc + 1))
-  cat "$LOG/bench_fused_piece_tail.log"
-  timeout 120 "$BUILD/benchmarks/flash_kda_bench_step_tokens" >"$LOG/bench_step_tokens.log" 2>&1 || rc=$((rc + 1))
-  cat "$LOG/bench_step_tokens.log"
-  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log, bench_fused_piece_tail.log, bench_step_tokens.log"
-}
-
-stage_decode() {
-  timeout 900 "$BUILD/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" --json "$LOG/bench_decode.json" \
-    ${DECODE_ARGS:-} >"$LOG/bench_decode.log" 2>&1
-  local rc=$?
-  cat "$LOG/bench_decode.log"
-  # Variant builds (VARIANT_BUILDS, e.g. -DCMAKE_CUDA_FLAGS=-DFLASH_KDA_DECODE_BULK_MIN_BLOCKS=5), same call.
-  local v
-  for v in ${VARIANT_BUILDS:-}; do
-    [ -x "$v/benchmarks/flash_kda_bench_decode" ] || continue
-    timeout 600 "$v/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
-      --json "$LOG/bench_decode_$(basename "$v").json" ${DECODE_ARGS:-} >"$LOG/bench_decode_$(basename "$v").log" 2>&1
-    echo "--- variant $v"
-    cat "$LOG/bench_decode_$(basename "$v").log"
-  done
-  record decode $rc "logs: bench_decode*.log, bench_decode*.json"
-}
-
-stage_profile() {
-  local rc=0 c
-  for c in ${PROFILE_CASES:-T8192_H64 B16_T4096_H32 T8192_H8 T65536_H8}; do
-    # The first call's kernels (4 launches: with context parallelism, preparation, pass 1, combine, pass 2).
-    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum -k 'regex:chunk|combine' --launch-count 4 \
-      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "=$c" --iters 5 \
-      >"$LOG/profile_$c.log" 2>&1 || rc=$((rc + 1))
-    echo "$c: $(grep -E '(chunk|combine)_[a-z_]+kernel|gpu__time_duration' "$LOG/profile_$c.log" | sed -E 's/ +/ /g' |
-      sed -E 's/.*([a-z]+_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
-  done
-  record profile $rc "logs: profile_*.log"
-}
-
-stage_sass() {
-  local rc=0 k c=${SASS_CASE:-T8192_H64}
-  for k in ${SASS_KERNELS:-chunk_prep chunk_recurrence}; do
-    timeout 300 ncu --set full --import-source yes -k "regex:$k" --launch-skip 2 --launch-count 1 -f -o "$LOG/sass_$k" \
-      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "=$c" --iters 5 >"$LOG/sass_$k.run.log" 2>&1 ||
-      rc=$((rc + 1))
-    ncu --import "$LOG/sass_$k.ncu-rep" --page details >"$LOG/sass_${k}_details.txt" 2>&1 || rc=$((rc + 1))
-    ncu --import "$LOG/sass_$k.ncu-rep" --page source --csv --print-source sass >"$LOG/sass_${k}_source.csv" 2>&1 ||
-      rc=$((rc + 1))
-    rm -f "$LOG/sass_$k.ncu-rep"
-    grep -E "Duration|Executed Ipc A|Issue Slots Busy|Registers Per|Achieved Occupancy|Executed Instructions  " \
-      "$LOG/sass_${k}_details.txt" | head -8
-    # Per role (split at setmaxnreg.dec): stall reasons, and the HGMMA / HMMA / local-memory instructions.
-    python3 scripts/ncu_role_stalls.py "$LOG/sass_${k}_source.csv" 2>&1 | head -6
-  done
-  record sass $rc "logs: sass_*_details.txt, sass_*_source.csv"
-}
-
 stage_spills() {
   # Where the kernels spill (scripts/sass_spills.py on cuobjdump's SASS of the benchmark binary, which
   # holds every kernel of the library): a line per kernel, and each STL / LDL with 6 instructions around
@@ -332,76 +213,9 @@ stage_mutants() {
   record mutants $rc "logs: mutants.log, mutants/ (one log per run; tests/mutants/README.md)"
 }
 
-stage_cpsweep() {
-  local rc=0 n
-  local cases=${SWEEP_CASES:-T8192_H8,T65536_H8,T32768_H32,T2048_H12_N1,T1024_H4_N1,T8192_H24_N1,T8192_H16_N1,T512_H32}
-  for n in ${SWEEP_SPLITS:-1 0 2 3 4 5 7 9 13 17}; do
-    echo "--- context_split $n"
-    timeout 300 "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$cases" --iters 20 \
-      --context-split "$n" --context-method "${SWEEP_METHOD:-0}" >"$LOG/cpsweep_$n.log" 2>&1 || rc=$((rc + 1))
-    grep -vE "^(device|case|geometric)" "$LOG/cpsweep_$n.log" | awk '{printf "%s %s  ", $1, $3} END {print ""}'
-  done
-  record cpsweep $rc "logs: cpsweep_*.log (columns: case, graph ms)"
-}
-
-stage_python() {
-  local rc=0
-  ensure_repo_golden
-  export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
-  tail -3 "$LOG/pip_install.log"
-  if [ -d "$DATA/fla" ]; then export FLASH_KDA_FLA_DIR="$DATA"; fi
-  # tests/python/test_golden.py reads the generated vectors from FLASH_KDA_REPO_GOLDEN_DIR (exported above).
-  (cd /tmp && timeout 600 python3 -m pytest -q -rs -s "$ROOT/tests/python" -p no:cacheprovider) >"$LOG/pytest.log" 2>&1 ||
-    rc=$((rc + 1))
-  grep -E "FLA Backend|\[ errors \]|passed|failed|error" "$LOG/pytest.log" | tail -40
-  record python $rc "logs: pip_install.log, pytest.log"
-}
-
-stage_pybench() {
-  local rc=0 fla_args=()
-  export PYTHONUNBUFFERED=1
-  [ -d "$DATA/fla" ] && fla_args=(--fla-dir "$DATA" --fla-cases ${FLA_CASES:-T8192_H64 T8192_H8})
-  (cd /tmp && timeout 600 python3 "$ROOT/benchmarks/bench_python.py" --cases "$DATA/cases.json" \
-    --json "$LOG/bench_python.json" "${fla_args[@]}") >"$LOG/bench_python.log" 2>&1 || rc=$((rc + 1))
-  tail -40 "$LOG/bench_python.log"
-  record pybench $rc "logs: bench_python.log, bench_python.json"
-}
-
-stage_distributed() {
-  local rc=0 gpus
-  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-  if [ "$gpus" -lt 2 ]; then
-    echo "distributed: this machine has $gpus GPU(s); the stage needs 2 (nvidia-h200-x2): skipped"
-    record distributed 0 "skipped: $gpus GPU(s)"
-    return
-  fi
-  export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-  if ! (cd /tmp && python3 -c "import flash_kda.distributed") >/dev/null 2>&1; then
-    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . \
-      >"$LOG/pip_install_distributed.log" 2>&1 || rc=$((rc + 1))
-  fi
-  [ -d "$DATA/fla" ] && export FLASH_KDA_FLA_DIR="$DATA"
-  (cd /tmp && timeout 900 python3 -m pytest -q -rs -s "$ROOT/tests/python/test_distributed.py" \
-    "$ROOT/tests/python/test_cp_ops.py" "$ROOT/tests/python/test_cp_plan.py" -p no:cacheprovider) \
-    >"$LOG/pytest_distributed.log" 2>&1 || rc=$((rc + 1))
-  grep -E "^\[distributed\]|\[cp\]|passed|failed|error|skipped" "$LOG/pytest_distributed.log" | tail -45
-  timeout 300 scripts/run_distributed.sh 2 benchmarks/example_distributed.py >"$LOG/example_distributed.log" 2>&1 ||
-    rc=$((rc + 1))
-  grep -E "^rank|relative" "$LOG/example_distributed.log"
-  timeout 900 scripts/run_distributed.sh 2 benchmarks/bench_distributed.py --T ${DIST_T:-262144 1048576} \
-    --commit "$(git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-?}")" --json "$LOG/bench_distributed.json" \
-    >"$LOG/bench_distributed.log" 2>&1 || rc=$((rc + 1))
-  grep -vE "^(W|I)[0-9]{4}|^\*+$|OMP_NUM_THREADS|Setting OMP" "$LOG/bench_distributed.log" | tail -20
-  if [ -f "$LOG/bench_distributed.json" ]; then
-    python3 scripts/make_distributed_md.py --json "$LOG/bench_distributed.json" --out "$LOG/BENCHMARK_CP_H200.md" \
-      --command "scripts/gpu_verify.sh distributed (scripts/run_distributed.sh 2 benchmarks/bench_distributed.py --T ${DIST_T:-262144 1048576})" \
-      >/dev/null || rc=$((rc + 1))
-    cp "$LOG/bench_distributed.json" "$LOG/BENCHMARK_CP_H200.md" "$OUT/" 2>/dev/null
-    tail -4 "$LOG/BENCHMARK_CP_H200.md"
-  fi
-  record distributed $rc "logs: pytest_distributed.log, example_distributed.log, bench_distributed.log; BENCHMARK_CP_H200.md"
-}
+# The measurement and Python stages live in files of their own (stage_NAME functions).
+source "$ROOT/scripts/gpu_verify_measure.sh"
+source "$ROOT/scripts/gpu_verify_python.sh"
 
 note "flash_kda GPU verification: $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nvidia-smi -L 2>/dev/null | head -1)"
 for s in "${stages[@]}"; do

@@ -25,14 +25,11 @@
 //         released by its own arrive: compute-sanitizer's racecheck follows that hand-off, not a
 //         __syncwarp followed by one arrive per warp; tests/gpu/test_ring_sync.cu). (cp.async
 //         rather than bulk copies: the values come in 16 strided rows, one copy-engine request each.)
-// Shared: kStages (9 to 12, filling ~200 KB) x (record 14848 B + values 16 x (32·kRowGroups + 16) B,
-//         rows padded by 16 bytes so ldmatrix is conflict-free), per row group a 16x16 bf16 output
-//         tile, the partial-sum exchange (2 parities x warps x 2 KB, when kColSplit > 1), then the
-//         barriers.
 // Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
 //         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs; Uᵀ in the
 //         update is one bf16 (a hi + lo pair with FLASH_KDA_SPLIT_U=1); Kr is one bf16 from the record. Operand
 //         fragments come from record_fragments.cuh.
+// Shared: RecurrenceLayout (recurrence_layout.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -44,6 +41,7 @@
 #include "src/kernels/sm90/kernel_params.h"
 #include "src/kernels/sm90/record_fragments.cuh"
 #include "src/kernels/sm90/recurrence_fragments.cuh"
+#include "src/kernels/sm90/recurrence_layout.h"
 #include "src/kernels/sm90/recurrence_tail.cuh"
 #include "src/kernels/sm90/recurrence_task.cuh"
 #include "src/kernels/sm90/sequence_map.cuh"
@@ -65,34 +63,6 @@
 namespace kda::sm90 {
 
 inline constexpr bool kSplitU = FLASH_KDA_SPLIT_U != 0;
-
-template <int kRowGroups, int kColSplit, int kCtasPerSm = 1>
-struct RecurrenceLayout {
-  static constexpr int kWarps = kRowGroups * kColSplit;       // consumer warps
-  static constexpr int kRows = 16 * kRowGroups;                // value rows per CTA
-  static constexpr int kTiles = 16 / kColSplit;                // state n-tiles (8 key columns) per warp
-  static constexpr int kSteps = 8 / kColSplit;                 // k-steps (16 key columns) per warp
-  static constexpr uint32_t kValueRowBytes = kRows * 2 + 16;  // padded
-  static constexpr uint32_t kValueOffset = ChunkRecord::kBytes;
-  static constexpr uint32_t kStageBytes = ChunkRecord::kBytes + 16 * kValueRowBytes;
-  static constexpr uint32_t kExchangeBytes = kColSplit > 1 ? 2u * kWarps * 2048u : 0u;
-  // As many stages as fit in ~200 KB per SM (at most 12): a chunk's copies take microseconds to
-  // land while a chunk step takes a fraction of one, so the ring must hold many chunks in flight.
-  static constexpr uint32_t kStageBudget = 200u * 1024u / kCtasPerSm - kExchangeBytes - kRowGroups * 512u;
-  static constexpr int kStages = kStageBudget / kStageBytes < 12 ? static_cast<int>(kStageBudget / kStageBytes) : 12;
-  static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
-  static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
-  // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), in the layout of the record's Kr.
-  static constexpr uint32_t kKrLoOffset = kExchangeOffset + kExchangeBytes;
-  static constexpr uint32_t kBarrierOffset = kKrLoOffset + kKrLoBytes;
-  static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
-  static constexpr int kThreads = 32 * (kWarps + 1);
-  static_assert(16 % kColSplit == 0 && kColSplit <= 8, "column split divides the 16 n-tiles into k-step pairs");
-  static_assert(kRowGroups <= 15, "one named barrier per row group (ids 1..15)");
-  static_assert(kStages >= 3, "at least three stages");
-  static_assert(kStageBytes % 16 == 0 && kOutOffset % 16 == 0 && kBarrierOffset % 8 == 0, "alignment");
-};
-
 
 // kWarm: the passes of a bounded warm-up plan (method kWarmup), whose CTAs decide their work on
 // the device; the other plans use the kWarm = false instance (no decision, one loop).

@@ -1,0 +1,136 @@
+# The measurement stages of scripts/gpu_verify.sh (bench, host, singlepass, decode, profile, sass,
+# cpsweep; what each does: gpu_verify.sh's header). Sourced by gpu_verify.sh, whose variables (ROOT,
+# BUILD, DATA, LOG, OUT) and record() they use; not run on its own.
+
+# run_bench BIN JSON LOG: flash_kda_bench over cases.json with the GPU idle before every case. A binary
+# from before the --idle-ms option (a baseline of an older commit) runs each case in a process of its
+# own after 0.3 s of sleep instead, keeping the line of the case's exact name: the same conditions.
+run_bench() {
+  local bin=$1 json=$2 log=$3
+  if "$bin" --help 2>&1 | grep -q -- --idle-ms; then
+    timeout 900 "$bin" --cases "$DATA/cases.json" --json "$json" >"$log" 2>&1
+    return
+  fi
+  local rc=0 c
+  : >"$json"
+  : >"$log"
+  for c in $(python3 -c "import json, sys; d = json.load(open(sys.argv[1]))
+print(' '.join(c['name'] for g in ('prefill', 'prefill_small_heads', 'prefill_long_memory') for c in d.get(g, [])))" \
+    "$DATA/cases.json"); do
+    sleep 0.3
+    timeout 120 "$bin" --cases "$DATA/cases.json" --filter "$c" --json "$json.one" >>"$log" 2>&1 || rc=$((rc + 1))
+    python3 -c "import json, sys
+for l in open(sys.argv[1]):
+    if l.strip() and json.loads(l)['name'] == sys.argv[2]: print(l.strip())" "$json.one" "$c" >>"$json"
+  done
+  rm -f "$json.one"
+  return $rc
+}
+
+stage_bench() {
+  run_bench "$BUILD/benchmarks/flash_kda_bench" "$LOG/bench.json" "$LOG/bench.log"
+  local rc=$?
+  cat "$LOG/bench.log"
+  # Variant builds (VARIANT_BUILDS="build-x ...", e.g. other launcher knobs), timed in the same call.
+  local v
+  for v in ${VARIANT_BUILDS:-}; do
+    [ -x "$v/benchmarks/flash_kda_bench" ] || continue
+    run_bench "$v/benchmarks/flash_kda_bench" "$LOG/bench_$(basename "$v").json" "$LOG/bench_$(basename "$v").log"
+    echo "--- variant $v"
+    cat "$LOG/bench_$(basename "$v").log"
+  done
+  record bench $rc "logs: bench.log, bench.json"
+}
+
+stage_host() {
+  # Host time of a kda_fwd / kda_decode call and of the runtime calls it makes (with and without
+  # trusted_pointers): where an eager call's host cost goes.
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_host" --reps 31 >"$LOG/bench_host.log" 2>&1
+  local rc=$?
+  cat "$LOG/bench_host.log"
+  record host $rc "logs: bench_host.log"
+}
+
+stage_singlepass() {
+  # Issue 10's measurements before the single-pass kernel exists: the chunk step with the kernel's
+  # parts added one at a time (flash_kda_bench_wgmma_step --variants), the preparation by one warp
+  # per chunk against chunk_prep_kernel (flash_kda_bench_prep_warp: records compared, then timed,
+  # also held to 4-24 resident warps per SM), and the preparation inside the chain's CTA
+  # (flash_kda_bench_fused_piece: checked against kda_fwd, then timed; again with a partial last
+  # chunk, --tail 5, for the layouts that take one); the step for chunks of 16, 32 and 64 tokens
+  # (flash_kda_bench_step_tokens: each checked against a CPU emulation, then timed).
+  local rc=0
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_wgmma_step" --variants >"$LOG/bench_wgmma_step.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/bench_wgmma_step.log"
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_prep_warp" --nw 1 --warps 4,8,12,16,24 >"$LOG/bench_prep_warp.log" 2>&1 ||
+    rc=$((rc + 1))
+  cat "$LOG/bench_prep_warp.log"
+  timeout 180 "$BUILD/benchmarks/flash_kda_bench_fused_piece" >"$LOG/bench_fused_piece.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/bench_fused_piece.log"
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_fused_piece" --chunks 3,17,64 --tail 5 >"$LOG/bench_fused_piece_tail.log" 2>&1 ||
+    rc=$((rc + 1))
+  cat "$LOG/bench_fused_piece_tail.log"
+  timeout 120 "$BUILD/benchmarks/flash_kda_bench_step_tokens" >"$LOG/bench_step_tokens.log" 2>&1 || rc=$((rc + 1))
+  cat "$LOG/bench_step_tokens.log"
+  record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log, bench_fused_piece_tail.log, bench_step_tokens.log"
+}
+
+stage_decode() {
+  timeout 900 "$BUILD/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" --json "$LOG/bench_decode.json" \
+    ${DECODE_ARGS:-} >"$LOG/bench_decode.log" 2>&1
+  local rc=$?
+  cat "$LOG/bench_decode.log"
+  # Variant builds (VARIANT_BUILDS, e.g. -DCMAKE_CUDA_FLAGS=-DFLASH_KDA_DECODE_BULK_MIN_BLOCKS=5), same call.
+  local v
+  for v in ${VARIANT_BUILDS:-}; do
+    [ -x "$v/benchmarks/flash_kda_bench_decode" ] || continue
+    timeout 600 "$v/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
+      --json "$LOG/bench_decode_$(basename "$v").json" ${DECODE_ARGS:-} >"$LOG/bench_decode_$(basename "$v").log" 2>&1
+    echo "--- variant $v"
+    cat "$LOG/bench_decode_$(basename "$v").log"
+  done
+  record decode $rc "logs: bench_decode*.log, bench_decode*.json"
+}
+
+stage_profile() {
+  local rc=0 c
+  for c in ${PROFILE_CASES:-T8192_H64 B16_T4096_H32 T8192_H8 T65536_H8}; do
+    # The first call's kernels (4 launches: with context parallelism, preparation, pass 1, combine, pass 2).
+    timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum -k 'regex:chunk|combine' --launch-count 4 \
+      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "=$c" --iters 5 \
+      >"$LOG/profile_$c.log" 2>&1 || rc=$((rc + 1))
+    echo "$c: $(grep -E '(chunk|combine)_[a-z_]+kernel|gpu__time_duration' "$LOG/profile_$c.log" | sed -E 's/ +/ /g' |
+      sed -E 's/.*([a-z]+_[a-z_]+kernel).*/\1/; s/.*gpu__time_duration.sum (\S+) (\S+)/\2 \1/' | paste -sd' ')"
+  done
+  record profile $rc "logs: profile_*.log"
+}
+
+stage_sass() {
+  local rc=0 k c=${SASS_CASE:-T8192_H64}
+  for k in ${SASS_KERNELS:-chunk_prep chunk_recurrence}; do
+    timeout 300 ncu --set full --import-source yes -k "regex:$k" --launch-skip 2 --launch-count 1 -f -o "$LOG/sass_$k" \
+      "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "=$c" --iters 5 >"$LOG/sass_$k.run.log" 2>&1 ||
+      rc=$((rc + 1))
+    ncu --import "$LOG/sass_$k.ncu-rep" --page details >"$LOG/sass_${k}_details.txt" 2>&1 || rc=$((rc + 1))
+    ncu --import "$LOG/sass_$k.ncu-rep" --page source --csv --print-source sass >"$LOG/sass_${k}_source.csv" 2>&1 ||
+      rc=$((rc + 1))
+    rm -f "$LOG/sass_$k.ncu-rep"
+    grep -E "Duration|Executed Ipc A|Issue Slots Busy|Registers Per|Achieved Occupancy|Executed Instructions  " \
+      "$LOG/sass_${k}_details.txt" | head -8
+    # Per role (split at setmaxnreg.dec): stall reasons, and the HGMMA / HMMA / local-memory instructions.
+    python3 scripts/ncu_role_stalls.py "$LOG/sass_${k}_source.csv" 2>&1 | head -6
+  done
+  record sass $rc "logs: sass_*_details.txt, sass_*_source.csv"
+}
+
+stage_cpsweep() {
+  local rc=0 n
+  local cases=${SWEEP_CASES:-T8192_H8,T65536_H8,T32768_H32,T2048_H12_N1,T1024_H4_N1,T8192_H24_N1,T8192_H16_N1,T512_H32}
+  for n in ${SWEEP_SPLITS:-1 0 2 3 4 5 7 9 13 17}; do
+    echo "--- context_split $n"
+    timeout 300 "$BUILD/benchmarks/flash_kda_bench" --cases "$DATA/cases.json" --filter "$cases" --iters 20 \
+      --context-split "$n" --context-method "${SWEEP_METHOD:-0}" >"$LOG/cpsweep_$n.log" 2>&1 || rc=$((rc + 1))
+    grep -vE "^(device|case|geometric)" "$LOG/cpsweep_$n.log" | awk '{printf "%s %s  ", $1, $3} END {print ""}'
+  done
+  record cpsweep $rc "logs: cpsweep_*.log (columns: case, graph ms)"
+}
