@@ -2,7 +2,9 @@
 # Mutation check of the GPU test suite: does test_gpu fail when one synchronisation or guard of the
 # kernels is removed? Each tests/mutants/NN_name.patch removes one (its header says what, in which test
 # modes it runs: "default", and "single_pass" = FLASH_KDA_TEST_SINGLE_PASS=always, and, for the few no
-# test can see, "# expect: survives" with the reason). tests/mutants/README.md has the last results.
+# test can see, "# expect: survives" with the reason; "# needs: 2 GPUs" for one that only a machine with two
+# can kill: with fewer it is reported as not run, neither killed nor a survivor). tests/mutants/README.md
+# has the last results.
 #
 #   scripts/mutants.sh check                  (here, ctest's mutants_apply) every patch applies to the tree
 #   scripts/mutants.sh build [BUILD] [DEST]   (here: no GPU needed) for each patch, the library objects
@@ -87,6 +89,7 @@ build_one() {  # build_one PATCH
   sed -n 's/^# modes: //p' "$patch" > "$DEST/$name/modes"
   sed -n 's/^# what: //p' "$patch" > "$DEST/$name/what"
   sed -n 's/^# expect: //p' "$patch" > "$DEST/$name/expect"
+  sed -n 's/^# needs: //p' "$patch" > "$DEST/$name/needs"
   echo "$name: built ($(echo $objs | wc -w) object(s) recompiled)"
   rm -rf "$tmp"
 }
@@ -97,6 +100,21 @@ run_one() {  # run_one LABEL BINARY MODE LOGDIR
   [ "$mode" = single_pass ] && env=(FLASH_KDA_TEST_SINGLE_PASS=always)
   local ff=--gtest_fail_fast
   [ "$label" = control ] && ff=
+  # "needs: N GPUs": not run on a machine with fewer (its test skips there, so a pass would mean nothing).
+  local needs gpus
+  needs=$(sed -n 's/^\([0-9][0-9]*\) GPUs.*/\1/p' "$(dirname "$bin")/needs" 2>/dev/null)
+  if [ "$label" != control ] && [ -n "$needs" ]; then
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')  # (nvidia-smi lists them all: CUDA_VISIBLE_DEVICES too)
+    if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+      local visible
+      visible=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+      [ "$visible" -lt "$gpus" ] && gpus=$visible
+    fi
+    if [ "$gpus" -lt "$needs" ]; then
+      printf '%-32s %-12s not run: needs %d GPUs, found %d\n' "$label" "$mode" "$needs" "$gpus"
+      return
+    fi
+  fi
   env "${env[@]}" timeout "${MUTANT_TIMEOUT:-300}" "$bin" --gtest_brief=1 $ff > "$log" 2>&1
   rc=$?
   first=$(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | grep -v ' tests\?, listed' | head -3 | sed 's/^\[  FAILED  \] //; s/ (.*//' | tr '\n' ' ')

@@ -434,6 +434,64 @@ TEST(GpuSafety, PointerKinds) {
   EXPECT_EQ(cudaFree(big), cudaSuccess);
 }
 
+// Memory of another GPU (api.cpp, check_pointer's last check; the host mutants cannot reach it): q and then
+// the workspace allocated on device 1 while device 0 is current, with and without peer access, are refused
+// by name before any kernel runs (out keeps its poison). Needs two GPUs: skipped, saying so, with one
+// (mutant 32 is run only where there are two: scripts/mutants.sh, "needs").
+TEST(GpuSafety, MemoryOfAnotherDeviceIsNamed) {
+  KDA_SKIP_WITHOUT_SM90();
+  int count = 0, device = -1;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < 2) GTEST_SKIP() << "needs two GPUs, found " << count;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  const int other = device == 0 ? 1 : 0;
+  ProblemSpec s;
+  s.T = 40;
+  RandomProblem p = make_random_problem(s);
+  DeviceProblem dp(p.params());
+  ASSERT_GT(dp.workspace_bytes(), 0u) << "the workspace's check needs a call that uses one";
+  const size_t q_bytes = static_cast<size_t>(s.T) * s.H * 128 * 2;
+  void* far_q = nullptr;
+  void* far_ws = nullptr;
+  ASSERT_EQ(cudaSetDevice(other), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&far_q, q_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&far_ws, dp.workspace_bytes()), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyPeer(far_q, other, dp.params().q.data, device, q_bytes), cudaSuccess);
+  const std::string on = "expected memory on the current device " + std::to_string(device) + ", got memory of device " +
+                         std::to_string(other);
+  for (int peer = 0; peer < 2; ++peer) {
+    if (peer == 1) {
+      int can = 0;
+      ASSERT_EQ(cudaDeviceCanAccessPeer(&can, device, other), cudaSuccess);
+      if (!can) break;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(other, 0);
+      ASSERT_TRUE(e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) << cudaGetErrorString(e);
+      cudaGetLastError();
+    }
+    SCOPED_TRACE(peer ? "peer access enabled" : "no peer access");
+    ASSERT_EQ(cudaMemset(dp.params().out.data, 0xff, q_bytes), cudaSuccess);
+    kda_fwd_params a = dp.params();
+    a.q.data = far_q;
+    expect_refused(dp, a, dp.workspace_bytes(), KDA_ERROR_INVALID_ARGUMENT, ("q: " + on).c_str());
+    const kda_status st = kda_fwd(&dp.params(), far_ws, dp.workspace_bytes(), nullptr);
+    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(st.message).find("workspace: " + on), std::string::npos) << st.message;
+    std::printf("[ check ] %s\n", st.message);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint16_t> bits(q_bytes / 2);
+    ASSERT_EQ(cudaMemcpy(bits.data(), dp.params().out.data, q_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(std::all_of(bits.begin(), bits.end(), [](uint16_t b) { return b == 0xffff; }))
+        << "out written by a refused call";
+  }
+  cudaDeviceDisablePeerAccess(other);
+  cudaGetLastError();
+  ASSERT_EQ(cudaSetDevice(other), cudaSuccess);
+  EXPECT_EQ(cudaFree(far_q), cudaSuccess);
+  EXPECT_EQ(cudaFree(far_ws), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+}
+
 // trusted_pointers = 1 skips only the pointer queries: the same results, bit for bit; a host pointer
 // is still reported when the flag is 0 (above).
 TEST(GpuSafety, TrustedPointersGiveTheSameResults) {
