@@ -8,24 +8,29 @@ with the library's code-generation flags, once for the working tree and once for
 each `.text.<function>` section's bytes, and beside it the function's `.nv.info.<function>` attributes
 (registers, shared memory, parameters). Needs no GPU and no cuobjdump: the cubin is an ELF file.
 
-nvcc is not deterministic everywhere (docs/performance_notes.md, "nvcc's PTX for fwd_sm90.cu is not
-the same from run to run": the unbounded-gate preparation instances), so with --runs N both sides are
-compiled N times and a function that already differs between one side's own runs is reported as
-unstable, not as changed. A changed function's PTX is then compared too, with virtual register numbers
-and block labels normalised and -lineinfo's source positions left out: "renamed" means the same PTX instructions in the same order, only numbered
-differently, which ptxas may still allocate to other physical registers (the machine code then differs
-in registers and scheduling, not in what it computes); "reordered" means the same instructions in
-every basic block, up to register names, but not all in the same order (e.g. the copies at a
-block's end that feed a join in another order): the GPU tests have to say the rest.
+A function whose code differs is then compared by its PTX, with virtual register numbers and block
+labels normalised and -lineinfo's source positions left out: "renamed" means the same PTX instructions
+in the same order, only numbered differently, which ptxas may still allocate to other physical
+registers (the machine code then differs in registers and scheduling, not in what it computes);
+"reordered" means the same instructions in every basic block, up to register names, but not all in the
+same order (e.g. the copies at a block's end that feed a join in another order): the GPU tests have to
+say the rest; anything else is "changed".
 
-Exit status: 0 when every stable function of both sides is identical, renamed or reordered and both
-have the same functions, 1 otherwise, 2 on a usage or compile error.
+nvcc is not deterministic everywhere (docs/performance_notes.md, "nvcc's PTX for fwd_sm90.cu is not
+the same from run to run": the unbounded-gate preparation instances). So both sides are compiled --runs
+times (a function whose code differs between one side's own runs is "unstable" and goes to the PTX
+comparison whatever its code), the PTX up to MORE_PTX times more while a function still differs, and
+a function counts as renamed or reordered when any pair of the two sides' compilations says so.
+
+Exit status: 0 when every function of both sides is identical, renamed or reordered and both have the
+same functions, 1 otherwise, 2 on a usage or compile error.
 
   scripts/same_code.py --base HEAD [--runs 2] [src/launch/fwd_sm90.cu ...]
   scripts/same_code.py --self-test      (ctest same_code_selftest: a refactor of a small kernel is not
                                          "changed", a change of its arithmetic is)
 """
 import argparse
+import difflib
 import hashlib
 import os
 import re
@@ -37,6 +42,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 NVCC = ["nvcc"]  # --nvcc
+MORE_PTX = 4  # extra PTX compilations per side while a function's PTX still differs
 FLAGS = ["-cubin", "-O3", "-DNDEBUG", "-gencode", "arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-lineinfo",
          "-std=c++17"]
 
@@ -92,6 +98,9 @@ def ptx_functions(path):
                 name, body = m.group(1), []
             if name and not PTX_REG_DECL.match(line) and not PTX_LINE_INFO.match(line):
                 body.append(PTX_LABELS.sub("L", PTX_NAMES.sub(r"%\1", line)))
+            if name and line.rstrip() == "}":  # the function's end (what follows, e.g. debug sections, is not its)
+                out[name] = "".join(body)
+                name, body = None, []
     if name:
         out[name] = "".join(body)
     return out
@@ -113,7 +122,17 @@ def blocks_as_multisets(body):
     return blocks
 
 
+def first_difference(a, b, lines=6):
+    """The first basic block that differs between two normalised PTX bodies, as a few diff lines."""
+    for i, (x, y) in enumerate(zip(blocks_as_multisets(a), blocks_as_multisets(b))):
+        if x != y:
+            d = [l for l in difflib.unified_diff(x, y, lineterm="", n=0) if l[:1] in "+-" and l[:3] not in ("+++", "---")]
+            return f"; first in block {i}: " + " | ".join(l.replace("\t", " ").strip()[:80] for l in d[:lines])
+    return "; the blocks differ in number"
+
+
 def ptx_of(tree, src, dest):
+    os.makedirs(dest, exist_ok=True)
     ptx = os.path.join(dest, os.path.basename(src) + ".ptx")
     cmd = NVCC + [f if f != "-cubin" else "-ptx" for f in FLAGS] + [
         "-I" + os.path.join(tree, "include"), "-I" + tree, "-o", ptx, os.path.join(tree, src)]
@@ -158,32 +177,48 @@ def compare_trees(base_tree, new_tree, sources, runs, jobs, tmp):
         for fn in sorted(set(b) | set(n)):
             if fn not in n or fn not in b:
                 problems.append(f"{src}: {fn} only in the {'base' if fn in b else 'working tree'}")
-            elif fn in flaky:
+            elif fn in flaky:  # compared by its PTX below
                 counts["unstable"] += 1
-                report.append(f"unstable  {src}: {fn} (differs between one side's own compilations)")
+                differ.append(fn)
             elif b[fn] == n[fn]:
                 counts["identical"] += 1
             else:
                 differ.append(fn)
         if not differ:
             continue
-        # PTX of each side, compiled `runs` times (nvcc's front end is not deterministic either): a
-        # function counts as renamed or reordered when any pair of runs says so.
+        # PTX of each side, compiled `runs` times and then up to kMorePtx more while a function still
+        # differs (nvcc's front end is not deterministic either, so the variant one side happened to get
+        # may not be the other's): a function counts as renamed or reordered when any pair of runs says so.
         bps = [ptx_of(base_tree, src, os.path.join(tmp, f"b{i}")) for i in range(runs)]
         nps = [ptx_of(new_tree, src, os.path.join(tmp, f"n{i}")) for i in range(runs)]
-        for fn in differ:
-            what = f"{'code' if b[fn][0] != n[fn][0] else 'attributes'} differ ({b[fn][2]} -> {n[fn][2]} bytes of code)"
+
+        def verdict(fn):
             pairs = [(x[fn], y[fn]) for x in bps for y in nps if fn in x and fn in y]
             if any(x == y for x, y in pairs):
-                counts["renamed"] += 1
+                return "renamed"
+            if any(blocks_as_multisets(x) == blocks_as_multisets(y) for x, y in pairs):
+                return "reordered"
+            return "changed"
+
+        more = 0
+        while more < MORE_PTX and any(verdict(fn) == "changed" for fn in differ):
+            more += 1
+            bps.append(ptx_of(base_tree, src, os.path.join(tmp, f"b{runs + more}")))
+            nps.append(ptx_of(new_tree, src, os.path.join(tmp, f"n{runs + more}")))
+        for fn in differ:
+            what = f"{'code' if b[fn][0] != n[fn][0] else 'attributes'} differ ({b[fn][2]} -> {n[fn][2]} bytes of code)"
+            if fn in flaky:
+                what = "unstable (its code differs between one side's own compilations)"
+            v = verdict(fn)
+            counts[v] += 1
+            if v == "renamed":
                 report.append(f"renamed   {src}: {fn}: {what}, PTX the same up to register names")
-            elif any(blocks_as_multisets(x) == blocks_as_multisets(y) for x, y in pairs):
-                counts["reordered"] += 1
+            elif v == "reordered":
                 report.append(f"reordered {src}: {fn}: {what}, PTX the same per basic block up to register "
                               "names and order")
             else:
-                counts["changed"] += 1
-                problems.append(f"{src}: {fn}: {what}, PTX differs")
+                problems.append(f"{src}: {fn}: {what}, PTX differs in {len(bps)} x {len(nps)} compilations"
+                                f"{first_difference(bps[0].get(fn, ''), nps[0].get(fn, ''))}")
     return counts, report, problems
 
 
@@ -261,7 +296,8 @@ def main():
     for line in problems:
         print("CHANGED   " + line)
     print(f"same_code: {counts['identical']} functions identical, {counts['renamed']} renamed, "
-          f"{counts['reordered']} reordered, {counts['changed']} changed, {counts['unstable']} unstable, "
+          f"{counts['reordered']} reordered, {counts['changed']} changed; {counts['unstable']} of them unstable, "
+          "compared by their PTX; "
           f"{len(problems) - counts['changed']} present on one side only (base {args.base}, {len(sources)} files)")
     return 0 if not problems else 1
 
