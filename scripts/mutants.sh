@@ -220,6 +220,8 @@ case "$cmd" in
     bad_controls=$(grep -c '^control .* FAIL' "$LOGD/results.txt")
     survivors=$(grep -c ' SURVIVED ' "$LOGD/results.txt")
     [ "$bad_controls" -eq 0 ] || echo "$bad_controls control run(s) failed: the mutants' results mean nothing"
+    not_run=$(grep -c ' not run: ' "$LOGD/results.txt")
+    [ "$not_run" -eq 0 ] || echo "not run (this machine has too few GPUs for them): $not_run"
     echo "unexpected survivors: $survivors"
     exit $((bad_controls + survivors)) ;;
   *)

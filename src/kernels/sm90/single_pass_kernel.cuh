@@ -30,6 +30,9 @@
 // (as the two-kernel path's, RecurrenceParams::kr_lo): the warp preparing the last chunk writes Kr's
 // low part into `kr_lo` of the shared storage.
 //
+// Build knobs per instance (the halves' overlap, the register split) and the order in which packed
+// sequences of different lengths take the CTAs (longest_first): single_pass_options.cuh.
+//
 // Limits (the launcher checks them, single_pass_sm90.cu): the bounded gate with g in bf16, q, k, g and
 // v that tensor maps describe ([B, T, heads, 128], or [1, B*T, heads, 128] with cu_seqlens). kPartial:
 // a sequence may end inside a chunk (T not a multiple of 16, or cu_seqlens): its padding rows masked as
