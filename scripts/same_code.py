@@ -43,6 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 NVCC = ["nvcc"]  # --nvcc
 MORE_PTX = 4  # extra PTX compilations per side while a function's PTX still differs
+# The library's device-code flags (CMakeLists.txt; scripts/kernel_sizes.sh compiles with the same), -lineinfo
+# included: it moves ptxas' allocation.
 FLAGS = ["-cubin", "-O3", "-DNDEBUG", "-gencode", "arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-lineinfo",
          "-std=c++17"]
 

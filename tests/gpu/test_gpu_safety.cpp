@@ -91,14 +91,20 @@ TEST(GpuSafety, BadCuSeqlensContentsNeverFaultAndTheCheckNamesThem) {
   }
 }
 
-// kda_fwd(params) on dp's workspace (`workspace_bytes` of it) fails with `code`, its message
-// containing `expected`.
-void expect_refused(DeviceProblem& dp, const kda_fwd_params& params, size_t workspace_bytes, int32_t code,
-                    const char* expected) {
-  const kda_status st = kda_fwd(&params, dp.workspace(), workspace_bytes, nullptr);
+// kda_fwd(params) on `workspace` (`workspace_bytes` of it) fails with `code`, its message containing
+// `expected`.
+void expect_refused_on(const kda_fwd_params& params, void* workspace, size_t workspace_bytes, int32_t code,
+                       const std::string& expected) {
+  const kda_status st = kda_fwd(&params, workspace, workspace_bytes, nullptr);
   EXPECT_EQ(st.code, code) << expected;
   EXPECT_NE(std::string(st.message).find(expected), std::string::npos) << st.message;
   std::printf("[ check ] %s\n", st.message);
+}
+
+// The same on dp's own workspace.
+void expect_refused(DeviceProblem& dp, const kda_fwd_params& params, size_t workspace_bytes, int32_t code,
+                    const std::string& expected) {
+  expect_refused_on(params, dp.workspace(), workspace_bytes, code, expected);
 }
 
 TEST(GpuSafety, PointerAndWorkspaceErrors) {
@@ -224,11 +230,8 @@ TEST(GpuSafety, MemoryOfAnotherDeviceIsNamed) {
     ASSERT_EQ(cudaMemset(dp.params().out.data, 0xff, q_bytes), cudaSuccess);
     kda_fwd_params a = dp.params();
     a.q.data = far_q;
-    expect_refused(dp, a, dp.workspace_bytes(), KDA_ERROR_INVALID_ARGUMENT, ("q: " + on).c_str());
-    const kda_status st = kda_fwd(&dp.params(), far_ws, dp.workspace_bytes(), nullptr);
-    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(st.message).find("workspace: " + on), std::string::npos) << st.message;
-    std::printf("[ check ] %s\n", st.message);
+    expect_refused(dp, a, dp.workspace_bytes(), KDA_ERROR_INVALID_ARGUMENT, "q: " + on);
+    expect_refused_on(dp.params(), far_ws, dp.workspace_bytes(), KDA_ERROR_INVALID_ARGUMENT, "workspace: " + on);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint16_t> bits(q_bytes / 2);
     ASSERT_EQ(cudaMemcpy(bits.data(), dp.params().out.data, q_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
