@@ -5,6 +5,7 @@ signature, so flash-linear-attention dispatches ``chunk_kda`` here); uninstall t
 
     flash_kda.fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                   initial_state=None, final_state=None, cu_seqlens=None, workspace=None)
+    flash_kda.fwd_cp(..., auto_cp=True)                     # upstream's CP entry point: fwd, split allowed
     flash_kda.get_workspace_size(q, k, v, g, beta, ...)     # bytes, for a caller workspace
     flash_kda.chunk_kda(q, k, v, g, beta, ...)              # FLA keywords -> (out, final_state)
     flash_kda.build_info()                                  # versions, CUDA, archs, commit
@@ -23,8 +24,9 @@ from ._ops import build_info, fwd, get_workspace_size
 from ._chunk import chunk_kda
 from ._decode import decode, fused_recurrent_kda
 from ._cp import combine_transitions, fwd_prepared, get_transition_workspace_size, segment_transition
+from .cp import fwd_cp
 from . import distributed
 
 __all__ = ["__version__", "build_info", "chunk_kda", "combine_transitions", "decode", "distributed",
-           "fused_recurrent_kda", "fwd", "fwd_prepared", "get_transition_workspace_size", "get_workspace_size",
+           "fused_recurrent_kda", "fwd", "fwd_cp", "fwd_prepared", "get_transition_workspace_size", "get_workspace_size",
            "segment_transition"]

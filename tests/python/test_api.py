@@ -306,3 +306,35 @@ def test_bad_context_arguments_are_named(kw, exc):
     name = next(iter(kw))
     with pytest.raises(exc, match=name):
         U.run_fwd(flash_kda, d, final_dtype=torch.float32, **kw)
+
+
+def test_fwd_cp_is_fwd_with_the_split_allowed_or_not():
+    # Upstream's flash_kda.fwd_cp, called as upstream's tests do (all positional, auto_cp last). One
+    # long sequence of two heads: the automatic plan splits it over the GPU, so auto_cp=True must give
+    # fwd's automatic results bit for bit, auto_cp=False those of context_split=1 (one segment), and the
+    # two plans' final states differ (by rounding: both close to float64).
+    d = U.make_inputs(B=1, T=4096, H=2, state_dtype=torch.float32)
+    auto = U.run_fwd(flash_kda, d, final_dtype=torch.float32)
+    whole = U.run_fwd(flash_kda, d, final_dtype=torch.float32, context_split=1)
+    ro, rs = U.reference_kda(**{k: d[k] for k in ("q", "k", "v", "g", "beta", "scale", "A_log", "dt_bias",
+                                                  "initial_state", "cu_seqlens")}, lower_bound=-5.0)
+    for auto_cp, want in ((True, auto), (False, whole), (1, auto), (0, whole)):
+        out = torch.empty_like(d["v"])
+        fs = torch.full_like(d["initial_state"], float("nan"))
+        assert flash_kda.fwd_cp(d["q"], d["k"], d["v"], d["g"], d["beta"], d["scale"], out, d["A_log"],
+                                d["dt_bias"], -5.0, d["initial_state"], fs, d["cu_seqlens"], auto_cp) is None
+        e_o, e_s = U.rel_l2(out, ro), U.rel_l2(fs, rs)
+        print(f"\n[fwd_cp auto_cp={auto_cp!r}] out_err={e_o:.3e} state_err={e_s:.3e}")
+        assert U.finite(out) and U.finite(fs) and e_o < 4e-3 and e_s < 3e-3
+        assert torch.equal(out, want[0]) and torch.equal(fs, want[1])
+    assert not torch.equal(auto[1], whole[1]), "the automatic plan did not split: auto_cp was not exercised"
+    assert flash_kda.cp.fwd_cp is flash_kda.fwd_cp  # upstream's module path too
+
+
+@pytest.mark.parametrize("auto_cp", [None, "yes", 2, 1.0])
+def test_fwd_cp_bad_auto_cp_is_named(auto_cp):
+    d = U.make_inputs(T=40, H=2, state_dtype=torch.float32)
+    out = torch.empty_like(d["v"])
+    with pytest.raises(TypeError, match="auto_cp"):
+        flash_kda.fwd_cp(d["q"], d["k"], d["v"], d["g"], d["beta"], d["scale"], out, d["A_log"], d["dt_bias"],
+                         -5.0, auto_cp=auto_cp)

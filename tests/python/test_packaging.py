@@ -47,6 +47,16 @@ def test_fwd_signature_is_upstream_compatible():
     assert positional.index("lower_bound") < first_default, "upstream's required args must stay required"
 
 
+def test_fwd_cp_signature_is_upstream_compatible():
+    # Upstream's flash_kda.fwd_cp (flash_kda/cp.py, later than 1ce47ea): fwd's arguments, then auto_cp=True.
+    fn = _function(os.path.join("python", "flash_kda", "cp.py"), "fwd_cp")
+    positional = [a.arg for a in fn.args.args]
+    assert positional == UPSTREAM_FWD + ["auto_cp"] and not fn.args.kwonlyargs
+    assert len(fn.args.defaults) == 4 and ast.literal_eval(fn.args.defaults[-1]) is True
+    exported = _read("python", "flash_kda", "__init__.py")
+    assert "from .cp import fwd_cp" in exported and '"fwd_cp"' in exported
+
+
 def test_fwd_paths_agree_on_arguments():
     """fwd hands every argument to the general path and to _C._fwd_eager, the latter in the order
     of the op's schema (the positions binding_fwd_eager.inc's fwd_eager reads)."""

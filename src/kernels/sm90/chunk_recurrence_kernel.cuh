@@ -27,7 +27,7 @@
 //         rather than bulk copies: the values come in 16 strided rows, one copy-engine request each.)
 // Precision (kSplitState): S enters the products with Wd and Qp as a bf16 hi + lo pair (two mma),
 //         so the state operand carries ~16 bits; Tb and P always enter as hi + lo pairs; Uᵀ in the
-//         update is one bf16 (a hi + lo pair with FLASH_KDA_SPLIT_U=1); Kr is one bf16 from the record. Operand
+//         update is one bf16 (a hi + lo pair with FLASH_KDA_SPLIT_U=1, kernel_params.h); Kr is one bf16 from the record. Operand
 //         fragments come from record_fragments.cuh.
 // Shared: RecurrenceLayout (recurrence_layout.h).
 #pragma once
@@ -52,17 +52,7 @@
 #include "src/ptx/mma.cuh"
 #include "src/ptx/warpgroup.cuh"
 
-// Build-time precision knob: U enters the state update as a bf16 hi + lo pair (1) or as one bf16
-// (0, default). The pair takes the relative state error of the standard case from 2.2e-3 to 1.6e-3
-// (GPU and rounding emulation agree) at +7-12% recurrence time (one more mma per update tile on
-// the chain's critical path; docs/performance_notes.md, "Where precision matters").
-#ifndef FLASH_KDA_SPLIT_U
-#define FLASH_KDA_SPLIT_U 0
-#endif
-
 namespace kda::sm90 {
-
-inline constexpr bool kSplitU = FLASH_KDA_SPLIT_U != 0;
 
 // kWarm: the passes of a bounded warm-up plan (method kWarmup), whose CTAs decide their work on
 // the device; the other plans use the kWarm = false instance (no decision, one loop).

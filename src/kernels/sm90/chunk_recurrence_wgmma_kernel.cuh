@@ -49,16 +49,7 @@
 #include "src/tile/smem_layout.h"
 #include "src/tile/swizzle.h"
 
-// U of the state update as one bf16 (0) or a bf16 hi + lo pair (1: one more m64n128k16 per step;
-// the state error of the standard case 2.18e-3 -> 1.63e-3 in the rounding emulation). The same knob
-// as the mma.sync recurrence's (chunk_recurrence_kernel.cuh).
-#ifndef FLASH_KDA_SPLIT_U
-#define FLASH_KDA_SPLIT_U 0
-#endif
-
 namespace kda::sm90 {
-
-inline constexpr bool kWgmmaSplitU = FLASH_KDA_SPLIT_U != 0;
 
 namespace wgmma_recurrence_detail {
 
@@ -276,7 +267,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
       XO_t xo, uo;
       step_batch<L>(S, t, stg, wg, uo, xo);
-      step_update<L, decltype(kFinal)::value, kWgmmaSplitU>(S, uo, stg, st.kr_lo.bytes);
+      step_update<L, decltype(kFinal)::value, kSplitU>(S, uo, stg, st.kr_lo.bytes);
       if (out_step) {
         // O = O0 + Oin: columns 16..31 (n-blocks 2, 3), this warp's 16 rows as two m16n8 C fragments.
         float o[2][4];
