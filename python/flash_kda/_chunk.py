@@ -24,10 +24,23 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     ``use_gate_in_kernel=False`` g is the log-decay itself. Differences from FLA: forward only
     (raises if gradients are required), only the V-first state layout (``state_v_first=True``),
     defaults are the fused options FlashKDA is built for (all ``*_in_kernel`` True). K = V = 128.
+    FLA's ``use_graph`` / ``max_num_seqs``: the call is CUDA-graph capturable as it is, and replays
+    follow new cu_seqlens contents; ``max_num_seqs`` is checked against cu_seqlens' length.
     """
     fn = "flash_kda.chunk_kda"
     if "transpose_state_layout" in kwargs:  # FLA 0.5.0 name of state_v_first
         state_v_first = bool(kwargs.pop("transpose_state_layout"))
+    # FLA's use_graph builds its chunk list at a fixed shape for graph capture; this call is capturable as it
+    # is (no host synchronisation; pass a workspace to allocate nothing). max_num_seqs: FLA's check that
+    # cu_seqlens is padded to exactly max_num_seqs sequences (zero-length tails are valid here too).
+    kwargs.pop("use_graph", None)
+    max_num_seqs = kwargs.pop("max_num_seqs", None)
+    if max_num_seqs is not None and cu_seqlens is not None:
+        if isinstance(max_num_seqs, bool) or not isinstance(max_num_seqs, int):
+            raise TypeError(f"{fn}: max_num_seqs: expected an int or None, got {type(max_num_seqs).__name__}")
+        if cu_seqlens.numel() - 1 != max_num_seqs:
+            raise ValueError(f"{fn}: max_num_seqs: expected cu_seqlens of max_num_seqs + 1 = {max_num_seqs + 1} "
+                             f"entries (zero-length tail sequences as padding), got {cu_seqlens.numel()}")
     if kwargs.pop("cp_context", None) is not None:
         raise NotImplementedError(f"{fn}: context parallelism (cp_context) is not supported")
     if kwargs.pop("return_intermediate_states", False):

@@ -16,6 +16,9 @@ UPSTREAM_FWD = ["q", "k", "v", "g", "beta", "scale", "out", "A_log", "dt_bias", 
 FLA_CHUNK_KWARGS = ["scale", "initial_state", "output_final_state", "cu_seqlens", "A_log", "dt_bias",
                     "lower_bound", "use_gate_in_kernel", "use_qk_l2norm_in_kernel",
                     "use_beta_sigmoid_in_kernel", "allow_neg_eigval", "state_v_first"]
+# Newer FLA keywords (flash-linear-attention main, 2026) that flash_kda.chunk_kda takes through **kwargs.
+FLA_CHUNK_KWARGS_POPPED = ["transpose_state_layout", "use_graph", "max_num_seqs", "safe_gate", "disable_recompute",
+                           "cu_seqlens_cpu", "cp_context", "return_intermediate_states"]
 
 
 def _read(*parts):
@@ -80,6 +83,9 @@ def test_chunk_kda_accepts_fla_keywords():
     assert names[:5] == ["q", "k", "v", "g", "beta"]
     missing = [n for n in FLA_CHUNK_KWARGS if n not in names]
     assert not missing and fn.args.kwarg is not None, f"missing FLA keywords: {missing}"
+    source = _read("python", "flash_kda", "_chunk.py")
+    unhandled = [n for n in FLA_CHUNK_KWARGS_POPPED if f'"{n}"' not in source]
+    assert not unhandled, f"FLA keywords chunk_kda does not take: {unhandled}"
 
 
 def test_package_layout():

@@ -122,3 +122,51 @@ def test_second_device_uses_its_own_stream_and_guard():
         got = U.run_fwd(flash_kda, d, final_dtype=torch.float32)  # current device 0, tensors on 1
     torch.cuda.synchronize(1)
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+
+
+def test_chunk_kda_use_graph_replays_with_new_cu_seqlens_contents():
+    # FLA's use_graph protocol: cu_seqlens padded with zero-length tail sequences to max_num_seqs + 1
+    # entries, the call captured once, then replayed after only cu_seqlens' contents (and the inputs)
+    # change. Each replay equals an eager call on the new contents; the padding sequences keep their
+    # initial states; a cu_seqlens of another length than max_num_seqs + 1 is refused by name.
+    max_num_seqs = 5
+    d = U.make_inputs(seqlens=[100, 28, 64], H=2, state_dtype=torch.float32)
+    T = d["q"].shape[1]
+    cu = torch.tensor([0, 100, 128, T, T, T], dtype=torch.int64, device="cuda")
+    h0 = torch.randn(max_num_seqs, 2, 128, 128, device="cuda")
+
+    def run():
+        with torch.inference_mode():
+            return flash_kda.chunk_kda(d["q"], d["k"], d["v"], d["g"], d["beta"], scale=d["scale"], initial_state=h0,
+                                       output_final_state=True, cu_seqlens=cu, A_log=d["A_log"],
+                                       dt_bias=d["dt_bias"].reshape(-1), lower_bound=-5.0, safe_gate=True,
+                                       use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True,
+                                       use_beta_sigmoid_in_kernel=True, transpose_state_layout=True,
+                                       use_graph=True, max_num_seqs=max_num_seqs)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o_static, h_static = run()
+    for bounds in ([0, 40, 150, T, T, T], [0, T, T, T, T, T], [0, 16, 17, 100, 180, T]):
+        cu.copy_(torch.tensor(bounds, dtype=torch.int64))
+        fresh = U.make_inputs(seqlens=[100, 28, 64], H=2, state_dtype=torch.float32)
+        for n in ("q", "k", "v", "g", "beta"):
+            d[n].copy_(fresh[n])
+        graph.replay()
+        torch.cuda.synchronize()
+        o_eager, h_eager = run()
+        print(f"\n[use_graph] cu_seqlens {bounds}: replay equals eager {torch.equal(o_static, o_eager)}")
+        assert torch.equal(o_static, o_eager) and torch.equal(h_static, h_eager)
+        for n in range(max_num_seqs):
+            if bounds[n + 1] == bounds[n]:
+                assert torch.equal(h_static[n], h0[n]), f"padding sequence {n} changed its state"
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        with torch.inference_mode():
+            flash_kda.chunk_kda(d["q"], d["k"], d["v"], d["g"], d["beta"], cu_seqlens=cu, A_log=d["A_log"],
+                                dt_bias=d["dt_bias"].reshape(-1), lower_bound=-5.0, use_graph=True, max_num_seqs=4)
