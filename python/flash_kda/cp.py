@@ -7,8 +7,9 @@ sequences with few heads over the GPU when that is faster, inside one call (exac
 bounded warm-up of docs/spec.md §10; README, "Layout and design"), so ``fwd_cp`` is ``fwd`` with that
 split allowed (``auto_cp=True``, upstream's default: the same call as ``fwd``, the same results bit
 for bit) or turned off (``auto_cp=False``: ``context_split=1``, one segment per sequence; results
-differ from the automatic plan's by rounding only). It never synchronises the host and is
-CUDA-graph capturable where ``fwd`` is.
+differ from the automatic plan's by rounding only). Like ``fwd``, it does not synchronise the host
+(unless FLASH_KDA_CHECK_CU_SEQLENS=1 asks for the device check of cu_seqlens) and is CUDA-graph
+capturable.
 """
 from __future__ import annotations
 

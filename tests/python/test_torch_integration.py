@@ -59,6 +59,20 @@ def test_torch_compile_fullgraph_matches_eager():
     assert all(torch.equal(a, b) for a, b in zip(f(*args2), compiled(*args2)))
 
 
+def _captured(run):
+    """`run` warmed up twice on a side stream, then captured: (the graph, what the captured call returned)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = run()
+    return graph, result
+
+
 @pytest.mark.parametrize("caller_workspace", [True, False])
 def test_cuda_graph_capture_and_replay(caller_workspace):
     d = U.make_inputs(seqlens=[100, 28, 64], H=2, state_dtype=torch.float32)
@@ -75,15 +89,7 @@ def test_cuda_graph_capture_and_replay(caller_workspace):
                       -5.0, initial_state=d["initial_state"], final_state=ht, cu_seqlens=d["cu_seqlens"],
                       workspace=ws)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            run()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
+    graph, _ = _captured(run)
 
     fresh = U.make_inputs(seqlens=[100, 28, 64], H=2, state_dtype=torch.float32)
     for n in ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state"):
@@ -144,15 +150,7 @@ def test_chunk_kda_use_graph_replays_with_new_cu_seqlens_contents():
                                        use_beta_sigmoid_in_kernel=True, transpose_state_layout=True,
                                        use_graph=True, max_num_seqs=max_num_seqs)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            run()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o_static, h_static = run()
+    graph, (o_static, h_static) = _captured(run)
     for bounds in ([0, 40, 150, T, T, T], [0, T, T, T, T, T], [0, 16, 17, 100, 180, T]):
         cu.copy_(torch.tensor(bounds, dtype=torch.int64))
         fresh = U.make_inputs(seqlens=[100, 28, 64], H=2, state_dtype=torch.float32)
