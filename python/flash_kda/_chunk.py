@@ -31,8 +31,9 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     if "transpose_state_layout" in kwargs:  # FLA 0.5.0 name of state_v_first
         state_v_first = bool(kwargs.pop("transpose_state_layout"))
     # FLA's use_graph builds its chunk list at a fixed shape for graph capture; this call is capturable as it
-    # is (no host synchronisation; pass a workspace to allocate nothing). max_num_seqs: FLA's check that
-    # cu_seqlens is padded to exactly max_num_seqs sequences (zero-length tails are valid here too).
+    # is (no host synchronisation; its allocations come from PyTorch's caching allocator, which graphs
+    # support). max_num_seqs: FLA's check that cu_seqlens is padded to exactly max_num_seqs sequences
+    # (zero-length tails are valid here too).
     kwargs.pop("use_graph", None)
     max_num_seqs = kwargs.pop("max_num_seqs", None)
     if max_num_seqs is not None and cu_seqlens is not None:

@@ -4,7 +4,7 @@ Upstream (MoonshotAI FlashKDA) added ``flash_kda.fwd_cp(..., auto_cp=True)``, a 
 splits long sequences into segments and runs ``fwd`` twice (a warm-up without transition matrices,
 with host synchronisations for cu_seqlens and the gates). Here ``flash_kda.fwd`` already splits long
 sequences with few heads over the GPU when that is faster, inside one call (exact combine or the
-bounded warm-up of docs/spec.md §10; README, "Layout and design"), so ``fwd_cp`` is ``fwd`` with that
+bounded warm-up: docs/design.md §3.1-§3.2; README, "Layout and design"), so ``fwd_cp`` is ``fwd`` with that
 split allowed (``auto_cp=True``, upstream's default: the same call as ``fwd``, the same results bit
 for bit) or turned off (``auto_cp=False``: ``context_split=1``, one segment per sequence; results
 differ from the automatic plan's by rounding only). Like ``fwd``, it does not synchronise the host

@@ -170,11 +170,12 @@ inline constexpr int kKrLoBytes = 16 * 128 * 2;
 #endif
 inline constexpr bool kFinalSplit = FLASH_KDA_FINAL_SPLIT != 0;
 
-// U of every other state update as one bf16 (0, default) or a bf16 hi + lo pair (1), in both
-// recurrence kernels (chunk_recurrence_kernel.cuh, chunk_recurrence_wgmma_kernel.cuh; the single pass
-// keeps one bf16). The pair takes the relative state error of the standard case from 2.2e-3 to 1.6e-3
-// (GPU and rounding emulation agree) at +7-12% recurrence time (one more product per update tile on
-// the chain's critical path; docs/performance_notes.md, "Where precision matters"). A build knob.
+// U of the state updates other than a final state's last one (that one: kFinalSplit above) as one bf16
+// (0, default) or a bf16 hi + lo pair (1), in both recurrence kernels (chunk_recurrence_kernel.cuh,
+// chunk_recurrence_wgmma_kernel.cuh; the single pass keeps one bf16). Measured before kFinalSplit
+// existed, the pair took the relative state error of the standard case from 2.18e-3 to 1.63e-3 (GPU and
+// rounding emulation agree) at +11-12% recurrence time on mma.sync and +6-11% on wgmma (one more product
+// per update on the chain; docs/performance_notes.md, "Where precision matters"). A build knob.
 #ifndef FLASH_KDA_SPLIT_U
 #define FLASH_KDA_SPLIT_U 0
 #endif
