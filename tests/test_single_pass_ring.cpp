@@ -195,18 +195,31 @@ TEST(SinglePassRing, WalkArithmeticMatchesDivision) {
 // recheck: the hand-over reads the abort again (a chunk started before the abort but handed over after
 // it goes marked: lead (a) of docs/performance_notes.md, version 48, not built in the kernel yet); the
 // same invariants must hold both ways.
-void bounded_pieces_ring(bool recheck) {
+// precheck: the build knob FLASH_KDA_SP_PRECHECK (single_pass_precheck.cuh). For a checked piece the
+// consumer's first action is the verdict; each warp, having issued its first chunk's boxes, waits for it
+// before anything else. A refused piece (which the full rule then refuses too: the precheck is sound,
+// tests/test_warmup_bound.cpp) hands nothing over and every role leaves; a piece taken goes on as
+// before. Piece 0 (no candidates) may be refused too (it reads piece 1's).
+void bounded_pieces_ring(bool recheck, bool precheck = false) {
   using Lay = sm90::SinglePassLayout;
   const int cap = sm90::kSinglePassWarmupCap;
-  int fell_back = 0, aborted = 0, dropped = 0, marked_late = 0;
+  int fell_back = 0, aborted = 0, dropped = 0, marked_late = 0, verdicts = 0, refused_pieces = 0, left_refused = 0,
+      piece0_refused = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     std::mt19937_64 rng(seed * 7919);
     const int nc = static_cast<int>(rng() % (cap + 1));            // 0: piece 0 (no candidates)
     const int real = 1 + static_cast<int>(rng() % 60);             // the piece's own chunks
     const int steps_prep = nc + real;
+    bool seeded_fail_forced = false;                                // (refused by the precheck)
     const bool seeded_fail = nc > 0 && rng() % 4 == 0;              // the bound asks for more than the cap
     const int seeded_skip = nc > 0 ? static_cast<int>(rng() % nc) : 0;  // nc - w, w in 1..nc
     const bool may_abort = rng() % 2 == 0;
+    const bool checked = precheck && rng() % 4 != 0;
+    const bool refused = checked && rng() % 3 == 0;
+    bool verdict = false;  // the consumer's verdict given (checked pieces)
+    // A piece with candidates that the precheck refuses fails the full rule too (its soundness); piece 0,
+    // which has none, learns it from the verdict alone.
+    if (refused && nc > 0) seeded_fail_forced = true;
     struct Warp {
       int j;
       bool started = false, dead = false, arrived = false, stopped = false;
@@ -219,7 +232,7 @@ void bounded_pieces_ring(bool recheck) {
     bool abort = false, cand_dead = false, consumer_done = false, draining = false;
     int computed_after_mark = 0;
     auto decided = [&] { return nc == 0 || arrivals == nc; };
-    auto fails = [&] { return seeded_fail || cand_dead; };
+    auto fails = [&] { return seeded_fail || seeded_fail_forced || cand_dead; };
     auto skip = [&] { return nc == 0 ? 0 : seeded_skip; };
     auto ready_to_write = [&](int r) {
       if (r < Lay::kRing) return true;
@@ -233,6 +246,11 @@ void bounded_pieces_ring(bool recheck) {
       for (int w = 0; w < Lay::kPrepWarps; ++w) {
         Warp& W = warps[w];
         if (W.stopped || W.j >= steps_prep) continue;
+        if (checked && W.started && W.j == w && !verdict) continue;  // its first chunk waits for the verdict
+        if (checked && refused && W.started && W.j == w) {
+          runnable.push_back(w);  // it leaves
+          continue;
+        }
         if (!W.started || (W.j < nc && !W.arrived)) {
           runnable.push_back(w);
           continue;
@@ -246,7 +264,9 @@ void bounded_pieces_ring(bool recheck) {
         if (r < 0 || ready_to_write(r)) runnable.push_back(w);
       }
       if (!consumer_done) {
-        if (!decided()) {
+        if (checked && !verdict) {
+          runnable.push_back(Lay::kPrepWarps);  // the verdict (then, refused, it leaves)
+        } else if (!decided()) {
         } else if (fails()) {
           runnable.push_back(Lay::kPrepWarps);
         } else {
@@ -271,7 +291,11 @@ void bounded_pieces_ring(bool recheck) {
       if (who == Lay::kPrepWarps + 1) {
         abort = true;
       } else if (who == Lay::kPrepWarps) {
-        if (fails() || consumed == steps_prep - skip()) {
+        if (checked && !verdict) {
+          verdict = true;
+          consumer_done = refused;
+          ++verdicts;
+        } else if (fails() || consumed == steps_prep - skip()) {
           consumer_done = true;
         } else {
           const int slot = consumed % Lay::kSlots;
@@ -283,7 +307,10 @@ void bounded_pieces_ring(bool recheck) {
         }
       } else {
         Warp& W = warps[who];
-        if (!W.started) {  // the chunk starts: its boxes, and whether the unit is already aborted
+        if (checked && refused && W.started && W.j == who) {
+          W.stopped = true;  // refused: it leaves at its first chunk, once the boxes have landed
+          ++left_refused;
+        } else if (!W.started) {  // the chunk starts: its boxes, and whether the unit is already aborted
           W.started = true;
           W.dead = abort;
         } else if (W.j < nc && !W.arrived) {  // a candidate's bound (+inf when dead) arrives
@@ -313,15 +340,22 @@ void bounded_pieces_ring(bool recheck) {
     // at all where the piece fell back).
     int handed = 0;
     for (int f : full) handed += f;
-    EXPECT_EQ(handed, fails() ? 0 : consumed) << "seed " << seed;
-    if (!fails()) {
+    const bool gave_up = fails() || refused;
+    EXPECT_EQ(handed, gave_up ? 0 : consumed) << "seed " << seed;
+    if (!gave_up) {
       EXPECT_EQ(consumed, steps_prep - skip()) << "seed " << seed;
       for (int r = 0; r < consumed; ++r) EXPECT_GE(marked[r], 0) << "step " << r << " never handed over, seed " << seed;
     }
     EXPECT_EQ(computed_after_mark, 0) << "seed " << seed;
-    fell_back += fails();
+    if (refused) {
+      EXPECT_EQ(arrivals, 0) << "a refused piece's candidates never reach the decision, seed " << seed;
+      EXPECT_EQ(consumed, 0) << "seed " << seed;
+    }
+    refused_pieces += refused;
+    piece0_refused += refused && nc == 0;
+    fell_back += gave_up;
     aborted += abort;
-    dropped += !fails() && skip() > 0;
+    dropped += !gave_up && skip() > 0;
   }
   // The seeds reach every path.
   EXPECT_GT(fell_back, 20);
@@ -330,10 +364,17 @@ void bounded_pieces_ring(bool recheck) {
   if (recheck) {
     EXPECT_GT(marked_late, 20) << "hand-overs marked at the hand-over, not at the chunk's start";
   }
+  if (precheck) {
+    EXPECT_GT(verdicts, 150);
+    EXPECT_GT(refused_pieces, 30);
+    EXPECT_GT(left_refused, 100) << "warps leaving at their first chunk";
+    EXPECT_GT(piece0_refused, 5) << "piece 0 refused (it learns it from the verdict alone)";
+  }
 }
 
 TEST(SinglePassRing, BoundedPiecesDropStopAndDrainInStep) { bounded_pieces_ring(false); }
 TEST(SinglePassRing, BoundedPiecesDropStopAndDrainWithAbortReadAtHandOver) { bounded_pieces_ring(true); }
+TEST(SinglePassRing, BoundedPiecesRefusedByThePrecheckHandNothingOver) { bounded_pieces_ring(false, true); }
 
 }  // namespace
 }  // namespace kda::test

@@ -35,6 +35,7 @@
 #include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/kernels/sm90/chunk_record.cuh"
 #include "src/kernels/sm90/tail_counters.cuh"
+#include "src/kernels/sm90/warmup_rule.h"  // warmup_chunks
 #include "src/ptx/gpu_sync.cuh"
 #include "src/ptx/grid_dependency.cuh"
 #include "src/ptx/ldmatrix.cuh"
@@ -89,30 +90,6 @@ __device__ __forceinline__ bool preloads_initial_state(const RecurrenceParams& p
   *init = unit_initial_state(p, block % p.units);
   *slice = static_cast<int>(block / p.units);
   return true;
-}
-
-// Chunks of warm-up a piece starting at chunk c0 must take: the smallest w whose chunks' bounds
-// (c0 - 1, c0 - 2, ...: bound_before(i) is chunk c0 - 1 - i's, called for i < min(kCap, c0)) sum to
-// <= log2_bound, or w = c0 (back to the start: exact), at most kCap. Returns false when neither
-// happens within the cap (the unit falls back to the exact path). The bounds are read at once (one
-// memory round trip) and summed in a fixed order, so every CTA of the unit computes the same w (and
-// the single pass's roles too, single_pass_kernel.cuh).
-template <int kCap, class BoundBefore>
-__device__ __forceinline__ bool warmup_chunks(BoundBefore bound_before, int32_t c0, float log2_bound, int32_t* w_out) {
-  float b[kCap];
-#pragma unroll
-  for (int i = 0; i < kCap; ++i) b[i] = i < c0 ? bound_before(i) : 0.0f;
-  float s = 0.0f;
-  int32_t w = 0;
-#pragma unroll
-  for (int i = 0; i < kCap; ++i) {
-    if (w < c0 && !(s <= log2_bound)) {
-      s += b[i];
-      ++w;
-    }
-  }
-  *w_out = w;
-  return s <= log2_bound || w == c0;
 }
 
 // `fallback`: the unit runs the exact path (warm-up plans); `warm`: per piece, its warm-up chunks;

@@ -52,6 +52,7 @@
 #include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/kernels/sm90/single_pass_layout.h"
 #include "src/kernels/sm90/single_pass_options.cuh"
+#include "src/kernels/sm90/single_pass_precheck.cuh"
 #include "src/kernels/sm90/warp_prep.cuh"
 #include "src/kernels/sm90/single_pass_prep_role.cuh"
 #include "src/kernels/sm90/wgmma_stage.h"
@@ -162,6 +163,14 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
           ptx::mbar_init(&st.decide, nc);  // one arrival per candidate chunk's warp
           ptx::fence_barrier_init();
         }
+        if constexpr (kPrecheck) {  // the piece whose candidates the precheck reads: this one, piece 1 for piece 0
+          const int cq = piece == 0 ? piece_first_chunk(1, per, nchunks) : c0;
+          st.pre_c0 = bounded && cq < nchunks && cq > kSinglePassWarmupCap ? cq : 0;
+          if (st.pre_c0 > 0) {
+            ptx::mbar_init(&st.pre_bar, 1);  // consumer thread 0, with the verdict
+            ptx::fence_barrier_init();
+          }
+        }
       }
     }
   }
@@ -181,6 +190,18 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   ptx::setmaxnreg_inc<kAltRegs ? Lay::kConsumerRegsAlt : Lay::kConsumerRegs>();
   const int t = threadIdx.x & 127, wi = t >> 5;
   int c_start = c_first;
+  if constexpr (kPieces && kPrecheck) {  // (single_pass_precheck.cuh; st.pre_c0 is 0 but for bounded pieces)
+    const int cq = *static_cast<volatile int32_t*>(&st.pre_c0);
+    if (cq > 0) {
+      const bool fails = precheck_fails(p.pp, span, hv, cq, st.dtb, st.pre_max, t);
+      if (t == 0) {
+        st.pre_fail = fails;
+        ptx::mbar_arrive(&st.pre_bar);  // (release: the verdict, for the preparation warps' wait)
+        if (fails) ptx::st_relaxed(p.piece_fail + blockIdx.x, piece_word(st.epoch, true));
+      }
+      if (fails) return;  // nothing handed over: the preparation warps leave at their first chunk
+    }
+  }
   if (kPieces) {
     const int skip = bounded && nc > 0 ? decide_warmup(st) : 0;
     const bool ok = skip >= 0;

@@ -93,6 +93,13 @@ struct SinglePassLayout {
     int32_t nc, c0;  // the piece's candidates and first chunk (read back where registers are short)
     int32_t skip[kRing];  // bounded pieces: 1 where the stage was handed over unprepared (its unit fell back)
     alignas(16) float dtb_w[kPrepWarps][128];  // a walk's (kWalk): each preparation warp's own copy of dt_bias
+    // Bounded pieces with the precheck (FLASH_KDA_SP_PRECHECK, single_pass_precheck.cuh; after every other
+    // member, so that without the knob no offset moves): the first chunk of the piece whose candidates it
+    // reads (0: no check, the piece cannot fail it), the consumers' verdict and its barrier (one
+    // arrival), the consumer warps' maxima.
+    uint64_t pre_bar;
+    int32_t pre_c0, pre_fail;
+    float pre_max[4][kSinglePassWarmupCap];
   };
   static_assert(tile::smem_bytes<Storage>() <= 232448, "fits in one SM's shared memory");
   static_assert(ptx::setmaxnreg_fits(kThreads, {kPrepRegs, kPrepRegs, kConsumerRegs}) &&

@@ -1,6 +1,7 @@
 // single_pass_kernel's options per instance and its order of packed sequences (single_pass_kernel.cuh;
 // docs/design.md §3.5): the two build knobs measured in docs/performance_notes.md (versions 47-48), what
-// each instance (kPartial, kPieces, kWalk) takes of them, and longest_first, the placement of packed
+// each instance (kPartial, kPieces, kWalk) takes of them, the bounded pieces' precheck (session 46, off
+// until measured on the GPU), and longest_first, the placement of packed
 // sequences of different lengths. (Moved out of the kernel's file unchanged: scripts/same_code.py finds
 // the kernels' sm_90a code identical.)
 #pragma once
@@ -36,6 +37,18 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 #ifndef FLASH_KDA_SP_REGS
 #define FLASH_KDA_SP_REGS 1
 #endif
+
+// The bounded pieces' precheck (docs/design.md §3.5, "The precheck"; single_pass_precheck.cuh): 1, the
+// consumers decide from the candidates' raw gate, before any chunk is prepared, whether the piece
+// certainly falls back (piece 0: whether piece 1 does), and the preparation warps wait for that verdict
+// before their first chunk; a piece so refused sets its flag and leaves at once, with nothing handed
+// over. Built to make the failed attempt on slowly decaying gates (T8192_H8_LM: 28-31 us by ncu,
+// docs/performance_notes.md, versions 48-49) cost a few us. 0 (the default until it is measured on the
+// GPU): not compiled, the kernels' code unchanged (scripts/same_code.py).
+#ifndef FLASH_KDA_SP_PRECHECK
+#define FLASH_KDA_SP_PRECHECK 0
+#endif
+inline constexpr bool kPrecheck = FLASH_KDA_SP_PRECHECK != 0;
 
 // The two knobs per instance (kPartial, kPieces, kWalk): whether half 0's state update stays in flight
 // into half 1's step (final_update: a stored final state's last update, with its hi + lo pairs; the walk

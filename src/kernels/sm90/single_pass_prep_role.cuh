@@ -11,10 +11,11 @@
 #include <cstdint>
 
 #include "src/kernels/sm90/kernel_params.h"
-#include "src/kernels/sm90/recurrence_task.cuh"  // warmup_chunks
 #include "src/kernels/sm90/sequence_map.cuh"
 #include "src/kernels/sm90/single_pass_fallback.cuh"
 #include "src/kernels/sm90/single_pass_layout.h"
+#include "src/kernels/sm90/single_pass_options.cuh"  // kPrecheck
+#include "src/kernels/sm90/warmup_rule.h"  // warmup_chunks
 #include "src/kernels/sm90/warp_prep.cuh"
 #include "src/ptx/barrier.cuh"
 #include "src/ptx/cp_async.cuh"
@@ -101,6 +102,15 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
     const warp_prep::ChunkCoords cc = kWalk ? warp_prep::ChunkCoords{walk_seq, 16 * c, 16}
                                             : warp_prep::ChunkCoords{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
     if (!gone) warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap, cc, hv, hq);
+    if constexpr (kPieces && kPrecheck) {  // the consumers' verdict before the first chunk (single_pass_precheck.cuh)
+      if (i == 0 && *static_cast<volatile int32_t*>(&st.pre_c0) > 0) {
+        ptx::mbar_wait(&st.pre_bar, 0);
+        if (*static_cast<volatile int32_t*>(&st.pre_fail) != 0) {  // refused: nothing prepared or handed over
+          ptx::mbar_wait(&ps.bar, 0);  // (the boxes landed: no copy into the CTA's memory after it leaves)
+          return;
+        }
+      }
+    }
     // Bounded pieces: once another piece of this call has flagged the unit (it runs again after this
     // grid: on the single pass's whole sequences or on the two kernels), the chunk is not prepared, only
     // handed over marked (st.skip), so that the ring stays in step while the consumers stop too. Each
