@@ -80,6 +80,26 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
   // is handed over marked without its boxes: none issued, none waited for (the box barrier's phase is
   // never waited on again), so a given-up piece no longer reads its chunks' q, k and g.
   bool gone = false;
+  // The precheck (single_pass_precheck.cuh): this warp's first chunk's boxes issued, then the consumers'
+  // verdict awaited before anything else; refused, the warp leaves once the boxes have landed (no copy
+  // into the CTA's memory after it leaves), with nothing prepared or handed over. Before the loop, so that
+  // the chunks' loop carries none of it (the pieces instance's hot code and the instruction cache:
+  // design.md §3.5); the loop then skips that first issue.
+  bool first_issued = false;
+  if constexpr (kPieces && kPrecheck) {
+    if (warp < steps && *static_cast<volatile int32_t*>(&st.pre_c0) > 0) {
+      const int c = c_first + warp;  // (the pieces instance: whole chunks of one sequence, not a walk)
+      warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap,
+                                           warp_prep::ChunkCoords{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)},
+                                           hv, hq);
+      ptx::mbar_wait(&st.pre_bar, 0);
+      if (*static_cast<volatile int32_t*>(&st.pre_fail) != 0) {
+        ptx::mbar_wait(&ps.bar, 0);
+        return;
+      }
+      first_issued = true;
+    }
+  }
   for (int j = warp; j < (kWalk ? w.walk_units * steps : steps); j += Lay::kPrepWarps, ++i) {  // chunk c_first + j
     int c = kPieces ? c_first + j : j;
     if constexpr (kWalk) {  // (a fixed-length batch: sequence = batch row, from token 0, whole chunks)
@@ -101,16 +121,8 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
     }
     const warp_prep::ChunkCoords cc = kWalk ? warp_prep::ChunkCoords{walk_seq, 16 * c, 16}
                                             : warp_prep::ChunkCoords{span.batch, span.t0 + 16 * c, min(16, span.len - 16 * c)};
-    if (!gone) warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap, cc, hv, hq);
-    if constexpr (kPieces && kPrecheck) {  // the consumers' verdict before the first chunk (single_pass_precheck.cuh)
-      if (i == 0 && *static_cast<volatile int32_t*>(&st.pre_c0) > 0) {
-        ptx::mbar_wait(&st.pre_bar, 0);
-        if (*static_cast<volatile int32_t*>(&st.pre_fail) != 0) {  // refused: nothing prepared or handed over
-          ptx::mbar_wait(&ps.bar, 0);  // (the boxes landed: no copy into the CTA's memory after it leaves)
-          return;
-        }
-      }
-    }
+    if (!gone && !first_issued) warp_prep::prep_warp_issue<kPartial>(ps.in, &ps.bar, p.pp, qmap, kmap, gmap, cc, hv, hq);
+    first_issued = false;
     // Bounded pieces: once another piece of this call has flagged the unit (it runs again after this
     // grid: on the single pass's whole sequences or on the two kernels), the chunk is not prepared, only
     // handed over marked (st.skip), so that the ring stays in step while the consumers stop too. Each
