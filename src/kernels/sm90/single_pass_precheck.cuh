@@ -29,9 +29,8 @@ inline constexpr uint32_t kPrecheckBarrier = 1;
 // Every consumer thread t = 0..127 calls it and gets the same answer (one named barrier). Out of line, its
 // arguments by value: inlined, the pieces instance grew by 744 instructions and spilled 20 bytes; out of
 // line it is 423 instructions after the kernel's code, no spills (scripts/kernel_sizes.sh, the cubin's
-// symbols). All 32 loads are in flight at once
-// (the preparation warps wait for this answer: one memory round trip, not one per chunk; a chunk at a time
-// would save ~160 instructions of this cold code).
+// symbols). All 32 loads are in flight at once: the preparation warps wait for this answer, so one memory
+// round trip, not one per chunk (a chunk at a time would save ~160 instructions of this cold code).
 static __device__ __noinline__ bool precheck_fails(const uint16_t* g, int64_t g_tok, const float* A_log, float lower_bound,
                                                    int hv, int c0, const float* dtb, float* wmax, int t) {
   constexpr int kCap = kSinglePassWarmupCap;
