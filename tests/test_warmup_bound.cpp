@@ -19,6 +19,7 @@
 #include "reference/common.h"  // round_bf16
 #include "src/kernels/sm90/gate_math.cuh"
 #include "src/kernels/sm90/warmup_rule.h"
+#include "tests/precheck_model.h"
 
 namespace {
 
@@ -208,17 +209,10 @@ RawChunk raw_chunk(std::mt19937_64& rng, double g_scale, float lower_bound, floa
   return r;
 }
 
-// The precheck's lower bound of one chunk, in the kernel's float32 arithmetic (precheck_fails):
-// max over channels of the 16 tokens' bounded_log2_decay, summed in token order.
+// The precheck's lower bound of one chunk, in the kernel's float32 arithmetic (tests/precheck_model.h).
 float precheck_lower_bound(const RawChunk& r, float lower_bound, float exp_a_log, const std::vector<float>& dt) {
-  const kda::sm90::BoundedGateConstants gk = kda::sm90::bounded_gate_constants(exp_a_log, lower_bound);
-  float m = -INFINITY;
-  for (int j = 0; j < kK; ++j) {
-    float s = 0.0f;
-    for (int t = 0; t < kC; ++t) s += kda::sm90::bounded_log2_decay(r.g[t * kK + j], dt[j], gk);
-    m = std::max(m, s);
-  }
-  return m;
+  return kda::test::precheck_chunk_lower_bound([&](int t, int j) { return r.g[t * kK + j]; }, [&](int j) { return dt[j]; },
+                                               kda::sm90::bounded_gate_constants(exp_a_log, lower_bound));
 }
 
 // On chunks of decaying, slowly decaying (every 8th channel's dt_bias -8, the benchmark's long-memory

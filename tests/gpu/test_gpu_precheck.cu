@@ -19,6 +19,7 @@
 #include "src/kernels/sm90/single_pass_precheck.cuh"
 #include "src/kernels/sm90/warmup_rule.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/precheck_model.h"
 
 namespace kda::test {
 namespace {
@@ -104,13 +105,9 @@ TEST(Precheck, DeviceBoundsAndVerdictMatchTheHost) {
     float lb[2];
     for (int j = 0; j < 2; ++j) {
       const int chunk = c.c0 - 2 + j;
-      float m = NAN;  // (std::fmax as the device's fmaxf: a NaN channel is dropped, NaN only if all are)
-      for (int k = 0; k < 128; ++k) {
-        float s = 0.0f;
-        for (int tok = 16 * chunk; tok < 16 * chunk + 16; ++tok)
-          s += sm90::bounded_log2_decay(reference::bf16_to_float(g[(tok * kHeads + 1) * 128 + k]), c.with_dt ? dt[128 + k] : 0.0f, gk);
-        m = std::fmax(m, s);
-      }
+      const float m = precheck_chunk_lower_bound(  // (tests/precheck_model.h: head 1's tokens of the chunk)
+          [&](int t, int k) { return reference::bf16_to_float(g[((16 * chunk + t) * kHeads + 1) * 128 + k]); },
+          [&](int k) { return c.with_dt ? dt[128 + k] : 0.0f; }, gk);
       lb[j] = m;
       const float dev = std::fmax(std::fmax(wmax[j], wmax[2 + j]), std::fmax(wmax[4 + j], wmax[6 + j]));
       if (std::isnan(m)) {
