@@ -11,7 +11,7 @@
 //   U = U0 − X,  O = O0 + Oin,  S ← S·Diag(Γ) + bf16(U)·Kr     (1 m64n128k16, U as register A)
 // The first check runs a few steps against a CPU emulation with the same bf16 roundings; then
 // every SM runs CTAs of 1 or 2 warpgroups for many steps: time per step = elapsed / steps.
-// --variants: the same with the library kernel's parts added one at a time (wgmma_step_kernel.cuh),
+// --variants: the same with the library kernel's parts added one at a time (wgmma_step_variants.cuh),
 // each checked against the same emulation.
 // Usage: flash_kda_bench_wgmma_step [--steps N] [--variants [--images N]]
 #include <cuda_runtime.h>

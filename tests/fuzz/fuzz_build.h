@@ -1,5 +1,5 @@
-// Internals of the fuzz harness shared by fuzz_build.cpp (decoding an input into a problem) and
-// fuzz_run.cpp (the calls and invariants). See fuzz_case.h.
+// Internals of the fuzz harness shared by fuzz_build.cpp (decoding an input into a problem),
+// fuzz_problem.cpp (the problem's accessors) and fuzz_run.cpp (the calls and invariants). See fuzz_case.h.
 #pragma once
 
 #include <cstdint>

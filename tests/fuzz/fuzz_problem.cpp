@@ -1,0 +1,86 @@
+// The fuzz problem's accessors (fuzz_build.h): its tensor slots and buffers, the raw enum fields, a
+// tensor's span in bytes, which buffer holds an address, and the problem described for a report.
+// Decoding an input into a problem is fuzz_build.cpp.
+#include <cstring>
+#include <sstream>
+
+#include "tests/fuzz/fuzz_build.h"
+
+namespace kda::fuzz {
+
+kda_tensor* slot(kda_fwd_params& p, int i) {
+  kda_tensor* all[kSlots] = {&p.q,     &p.k,       &p.v,             &p.g,           &p.beta,     &p.out,
+                             &p.A_log, &p.dt_bias, &p.initial_state, &p.final_state, &p.cu_seqlens};
+  return all[i];
+}
+
+void Buffer::allocate(size_t n) {
+  storage.assign(n + 256, 0);
+  base = storage.data() + (256 - reinterpret_cast<uintptr_t>(storage.data()) % 256) % 256;
+  bytes = n;
+}
+
+int32_t raw_dtype(const kda_tensor& t) {
+  int32_t v;
+  std::memcpy(&v, &t.dtype, 4);
+  return v;
+}
+int32_t raw_gate(const kda_fwd_params& p) {
+  int32_t v;
+  std::memcpy(&v, &p.gate, 4);
+  return v;
+}
+
+size_t elem_bytes(const kda_tensor& t) {
+  switch (raw_dtype(t)) {
+    case KDA_DTYPE_BF16: case KDA_DTYPE_F16: return 2;
+    case KDA_DTYPE_F32: case KDA_DTYPE_I32: return 4;
+    case KDA_DTYPE_I64: case KDA_DTYPE_F64: return 8;
+    default: return 0;
+  }
+}
+
+bool span_bytes(const kda_tensor& t, unsigned __int128* bytes) {
+  *bytes = 0;
+  if (t.ndim < 1 || t.ndim > 4 || elem_bytes(t) == 0) return false;
+  unsigned __int128 elems = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0 || t.stride[d] < 0) return false;
+    if (t.shape[d] == 0) return true;  // no element
+    elems += static_cast<unsigned __int128>(t.shape[d] - 1) * static_cast<unsigned __int128>(t.stride[d]);
+    if (elems > (static_cast<unsigned __int128>(1) << 62)) return false;
+  }
+  *bytes = elems * elem_bytes(t);
+  return true;
+}
+
+int owner(const Problem& pr, const void* data, unsigned __int128 bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(data);
+  for (int i = 0; i < kSlots; ++i) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(pr.buf[i].base);
+    if (pr.buf[i].base != nullptr && a >= b && static_cast<unsigned __int128>(a - b) + bytes <= pr.buf[i].bytes)
+      return i;
+  }
+  return -1;
+}
+
+std::string Problem::describe() const {
+  std::ostringstream s;
+  s << "header: layout " << int(h.layout) << " options " << int(h.options) << " B " << int(h.B) << " T " << int(h.T)
+    << " H " << int(h.H) << " group " << int(h.group) << " values " << int(h.values) << " cu " << int(h.cu)
+    << " workspace " << int(h.workspace) << " scale " << p.scale << " lower_bound " << p.lower_bound << "\n";
+  for (int i = 0; i < kSlots; ++i) {
+    kda_fwd_params& q = const_cast<kda_fwd_params&>(p);
+    const kda_tensor* t = slot(q, i);
+    s << "  " << kSlotNames[i] << ": data " << t->data << " dtype " << raw_dtype(*t) << " ndim " << t->ndim << " shape [";
+    for (int d = 0; d < 4; ++d) s << (d ? ", " : "") << t->shape[d];
+    s << "] strides [";
+    for (int d = 0; d < 4; ++d) s << (d ? ", " : "") << t->stride[d];
+    s << "]\n";
+  }
+  s << "  ops:";
+  for (const Op& op : ops) s << " (" << int(op.kind % 10) << " " << int(op.a) << " " << int(op.b) << " " << op.value << ")";
+  return s.str();
+}
+
+}  // namespace kda::fuzz
