@@ -7,6 +7,8 @@ with the library's code-generation flags, once for the working tree and once for
 (checked out into a temporary worktree), and compares the cubins' machine code function by function:
 each `.text.<function>` section's bytes, and beside it the function's `.nv.info.<function>` attributes
 (registers, shared memory, parameters). Needs no GPU and no cuobjdump: the cubin is an ELF file.
+Functions in unnamed namespaces are paired across the two trees with their path's hash left out of
+their names (UNNAMED_NS).
 
 A function whose code differs is then compared by its PTX, with virtual register numbers and block
 labels normalised and -lineinfo's source positions left out: "renamed" means the same PTX instructions
