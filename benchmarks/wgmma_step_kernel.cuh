@@ -2,8 +2,8 @@
 // wgmma with its operands fixed in shared memory, and, one bit of `Variant` each, the parts that the
 // library's chunk_recurrence_wgmma_kernel.cuh adds to it (a ring of stages, the mbarrier hand-off
 // with a producer warp, Γ from shared memory, the second [U0 | O0] product, the output stores) and
-// the alternatives tried against the hand-off's cost (docs/performance_notes.md, "The chunk step's
-// parts, one at a time"). The bits, the tiles and the shared storage are wgmma_step_variants.cuh.
+// the alternatives tried against the hand-off's cost (docs/performance_notes.md, "Issue 10 measured
+// before it is built"). The bits, the tiles and the shared storage are wgmma_step_variants.cuh.
 // Included by that one benchmark only (an unnamed namespace).
 #pragma once
 
