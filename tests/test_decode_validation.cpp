@@ -4,6 +4,7 @@
 // the CPU: test_decode_cpu.cpp.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "src/api/decode_problem.h"
@@ -27,6 +28,59 @@ TEST(DecodeValidation, NullParams) {
   for (const kda_status& st : {kda_decode_cpu(nullptr, 1), kda_decode(nullptr, nullptr)}) {
     EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
     EXPECT_STREQ(st.message, "params: expected a non-null pointer, got NULL");
+  }
+}
+
+// A gate outside the enum, as a C caller may pass it: named by both entry points, and read as an
+// integer all the way (the decode fuzz harness found it copied through the enum type, which UBSan
+// reports; CI runs this test in its sanitizer build).
+TEST(DecodeValidation, GateOutsideTheEnumIsNamed) {
+  DecodeSpec s;
+  s.B = 1;
+  s.T = 1;
+  s.slots = 2;
+  RandomDecode d = make_random_decode(s);
+  for (const int32_t raw : {3, 255, -1}) {
+    kda_decode_params p = d.params();
+    std::memcpy(&p.gate, &raw, sizeof(raw));
+    EXPECT_NE(validation_message(p).find("gate: expected"), std::string::npos) << validation_message(p);
+    const kda_status cpu = kda_decode_cpu(&p, 1);
+    EXPECT_EQ(cpu.code, KDA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(cpu.message).find("gate: expected"), std::string::npos) << cpu.message;
+  }
+}
+
+// The pool and the index tensors with data pointers off their element size: named by both entry points
+// before anything is read (the decode fuzz harness found a misaligned pool read by the CPU path).
+TEST(DecodeValidation, MisalignedPoolAndIndicesAreNamed) {
+  DecodeSpec s;
+  s.B = 2;
+  s.T = 2;
+  s.slots = 4;
+  s.idx_dims = 2;
+  s.idx_dtype = KDA_DTYPE_I64;
+  s.with_accepted = true;
+  RandomDecode d = make_random_decode(s);
+  ASSERT_EQ(validation_message(d.params()), "");
+  struct Case {
+    kda_tensor kda_decode_params::*field;
+    const char* name;
+    int offset;  // bytes: below the element size
+  };
+  for (const Case& c : {Case{&kda_decode_params::state_pool, "state_pool", 2},
+                        Case{&kda_decode_params::state_indices, "state_indices", 4},
+                        Case{&kda_decode_params::num_accepted_tokens, "num_accepted_tokens", 1}}) {
+    kda_decode_params p = d.params();
+    kda_tensor& t = p.*c.field;
+    t.data = static_cast<char*>(t.data) + c.offset;
+    const std::string want = std::string(c.name) + ": expected a data pointer aligned to its element size";
+    // (The device path's validation may name the pool's 16-byte row alignment first.)
+    const std::string dev = validation_message(p);
+    EXPECT_EQ(dev.rfind(std::string(c.name) + ": expected a ", 0), 0u) << dev;
+    EXPECT_NE(dev.find("aligned"), std::string::npos) << dev;
+    const kda_status cpu = kda_decode_cpu(&p, 1);
+    EXPECT_EQ(cpu.code, KDA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(cpu.message).find(want), std::string::npos) << cpu.message;
   }
 }
 

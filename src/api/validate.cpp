@@ -344,6 +344,9 @@ kda_status check_tensor_rules(const char* name, const kda_tensor& t, int ndim, c
   return check_tensor(name, t, ndim, shape, dt0, dt1, contiguous, shape_hint);
 }
 kda_status check_tensor_row_alignment(const char* name, const kda_tensor& t) { return check_row_alignment(name, t); }
+kda_status check_tensor_element_alignment(const char* name, const kda_tensor& t) {
+  return check_element_alignment(name, t);
+}
 std::string tensor_shape_string(const kda_tensor& t) { return shape_str(t); }
 bool tensor_missing(const kda_tensor& t) { return missing(t); }
 

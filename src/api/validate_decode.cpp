@@ -3,6 +3,7 @@
 // states, so the rules and messages are the same); then the state pool, the slot indices,
 // num_accepted_tokens and the memory rules of the two written tensors, out and the pool.
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "src/api/decode_problem.h"
@@ -134,13 +135,24 @@ kda_status validate_decode(const kda_decode_params* p, ValidateMode mode, Decode
   f.cu_seqlens = p->cu_seqlens;
   f.scale = p->scale;
   f.lower_bound = p->lower_bound;
-  f.gate = p->gate;
+  // (Copied as bytes: a C caller may hold any integer there, and loading an out-of-range value through
+  // the enum type is undefined behaviour; kda_fwd's validation then reads it as an integer and names it.
+  // Found by the decode fuzz harness, tests/fuzz/fuzz_decode.cpp, under UBSan.)
+  std::memcpy(&f.gate, &p->gate, sizeof(f.gate));
   f.beta_sigmoid = p->beta_sigmoid;
   f.qk_l2norm = p->qk_l2norm;
   f.allow_neg_eigval = p->allow_neg_eigval;
   KDA_RETURN_IF_ERROR(validate(&f, mode, &dp.pr));
   KDA_RETURN_IF_ERROR(check_pool(*p, mode, &dp));
   KDA_RETURN_IF_ERROR(check_indices(*p, &dp));
+  // Every element of the pool and the index tensors is read through a pointer of its type, on the CPU
+  // path and in the kernels (kda_fwd's own tensors were checked by validate()). Found by the decode fuzz
+  // harness (tests/fuzz/fuzz_decode.cpp): a pool one byte off passed to the float64 recurrence.
+  if (mode != ValidateMode::kShapesOnly) {
+    KDA_RETURN_IF_ERROR(check_tensor_element_alignment("state_pool", p->state_pool));
+    KDA_RETURN_IF_ERROR(check_tensor_element_alignment("state_indices", p->state_indices));
+    KDA_RETURN_IF_ERROR(check_tensor_element_alignment("num_accepted_tokens", p->num_accepted_tokens));
+  }
   // Memory rules (memory_rules.h): out (its rows checked above, like kda_fwd's) and the pool, both
   // written, share no byte with any other tensor of the call or with each other.
   if (mode != ValidateMode::kShapesOnly) KDA_RETURN_IF_ERROR(check_decode_overlaps(*p));

@@ -13,7 +13,6 @@ namespace kda::fuzz {
 namespace {
 
 constexpr int64_t D = 128;
-constexpr size_t kSlack = 4096;  // bytes past each tensor's span: room for aliased views
 
 struct Reader {
   const uint8_t* p;
@@ -60,53 +59,6 @@ const int64_t kInteresting[] = {0,          1,          2,          -1,        8
                                 2147483647, 2147483648, 4294967296, 1LL << 58, 1LL << 59, 1LL << 61, 1LL << 62,
                                 (1LL << 62) + 1, INT64_MAX, INT64_MIN, -128, 3, 4, 5, 6, 7, 77};
 constexpr size_t kNumInteresting = sizeof(kInteresting) / sizeof(int64_t);
-
-// splitmix64: a fast deterministic generator for the values.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return static_cast<float>(next() >> 40) * 0x1p-24f; }  // [0, 1)
-  float normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0f) * 1.7320508f; }  // ~N(0, 1)
-};
-
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-void store(unsigned char* p, kda_dtype dt, size_t i, float v) {
-  if (dt == KDA_DTYPE_BF16) {
-    const uint16_t b = to_bf16(v);
-    std::memcpy(p + 2 * i, &b, 2);
-  } else {
-    std::memcpy(p + 4 * i, &v, 4);
-  }
-}
-
-// A tensor over its own buffer: shape, strides (rows padded by `pad` elements), dtype.
-kda_tensor make(Buffer* b, kda_dtype dt, int ndim, const int64_t* shape, int64_t pad) {
-  kda_tensor t = kda_tensor_contiguous(nullptr, dt, ndim, shape);
-  if (pad > 0 && ndim >= 2) {
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-      t.stride[d] = s;
-      s *= shape[d] + (d == ndim - 1 ? pad : 0);
-    }
-  }
-  unsigned __int128 bytes = 0;
-  span_bytes(t, &bytes);
-  b->allocate(static_cast<size_t>(bytes) + kSlack);
-  t.data = b->base;
-  return t;
-}
 
 void fill_values(Problem* pr, Rng& rng) {
   kda_fwd_params& p = pr->p;
@@ -301,27 +253,27 @@ void build(const uint8_t* data, size_t size, Problem* pr) {
 
   auto pad = [&](int i) -> int64_t { return (h.padding >> (i % 8)) & 1 ? 8 : 0; };
   const int64_t qk[4] = {B, T, H, D}, vs[4] = {B, T, HV, D}, bs[3] = {B, T, HV};
-  p.q = make(&pr->buf[0], KDA_DTYPE_BF16, 4, qk, pad(0));
-  p.k = make(&pr->buf[1], KDA_DTYPE_BF16, 4, qk, pad(1));
-  p.v = make(&pr->buf[2], KDA_DTYPE_BF16, 4, vs, pad(2));
-  p.g = make(&pr->buf[3], (h.layout & 8) ? KDA_DTYPE_F32 : KDA_DTYPE_BF16, 4, vs, pad(3));
-  p.beta = make(&pr->buf[4], (h.layout & 16) ? KDA_DTYPE_F32 : KDA_DTYPE_BF16, 3, bs, pad(4) / 4);
-  p.out = make(&pr->buf[5], KDA_DTYPE_BF16, 4, vs, pad(5));
-  if (h.layout & 32) p.A_log = make(&pr->buf[6], KDA_DTYPE_F32, 1, &HV, 0);
+  p.q = make_tensor(&pr->buf[0], KDA_DTYPE_BF16, 4, qk, pad(0));
+  p.k = make_tensor(&pr->buf[1], KDA_DTYPE_BF16, 4, qk, pad(1));
+  p.v = make_tensor(&pr->buf[2], KDA_DTYPE_BF16, 4, vs, pad(2));
+  p.g = make_tensor(&pr->buf[3], (h.layout & 8) ? KDA_DTYPE_F32 : KDA_DTYPE_BF16, 4, vs, pad(3));
+  p.beta = make_tensor(&pr->buf[4], (h.layout & 16) ? KDA_DTYPE_F32 : KDA_DTYPE_BF16, 3, bs, pad(4) / 4);
+  p.out = make_tensor(&pr->buf[5], KDA_DTYPE_BF16, 4, vs, pad(5));
+  if (h.layout & 32) p.A_log = make_tensor(&pr->buf[6], KDA_DTYPE_F32, 1, &HV, 0);
   if (h.layout & 64) {
     const int64_t flat[1] = {HV * D}, two[2] = {HV, D};
-    p.dt_bias = (h.layout & 128) ? make(&pr->buf[7], KDA_DTYPE_F32, 1, flat, 0) : make(&pr->buf[7], KDA_DTYPE_F32, 2, two, 0);
+    p.dt_bias = (h.layout & 128) ? make_tensor(&pr->buf[7], KDA_DTYPE_F32, 1, flat, 0) : make_tensor(&pr->buf[7], KDA_DTYPE_F32, 2, two, 0);
   }
   const int64_t st[4] = {N, HV, D, D};
   const kda_dtype state_dt[4] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32, KDA_DTYPE_F32};
-  if (state_dt[h.options & 3] != KDA_DTYPE_NONE) p.initial_state = make(&pr->buf[8], state_dt[h.options & 3], 4, st, 0);
+  if (state_dt[h.options & 3] != KDA_DTYPE_NONE) p.initial_state = make_tensor(&pr->buf[8], state_dt[h.options & 3], 4, st, 0);
   if (state_dt[(h.options >> 2) & 3] != KDA_DTYPE_NONE)
-    p.final_state = make(&pr->buf[9], state_dt[(h.options >> 2) & 3], 4, st, 0);
+    p.final_state = make_tensor(&pr->buf[9], state_dt[(h.options >> 2) & 3], 4, st, 0);
   Rng rng{h.seed};
   if (varlen) {
     const bool i32 = (h.cu >> 2) & 1;
     const int64_t n1 = N + 1;
-    p.cu_seqlens = make(&pr->buf[10], i32 ? KDA_DTYPE_I32 : KDA_DTYPE_I64, 1, &n1, 0);
+    p.cu_seqlens = make_tensor(&pr->buf[10], i32 ? KDA_DTYPE_I32 : KDA_DTYPE_I64, 1, &n1, 0);
     fill_cu(pr, rng, N, T, i32);
   }
   fill_values(pr, rng);

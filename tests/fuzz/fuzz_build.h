@@ -28,6 +28,21 @@ struct Buffer {
   void allocate(size_t n);
 };
 
+// What both harnesses (kda_fwd's, kda_decode's: fuzz_decode.cpp) build their problems with.
+inline constexpr size_t kSlack = 4096;  // bytes past each tensor's span: room for aliased views
+// splitmix64: a fast deterministic generator for the values.
+struct Rng {
+  uint64_t s;
+  uint64_t next();
+  float uniform();  // [0, 1)
+  float normal();   // ~N(0, 1)
+};
+// Element i of a bf16 (dt) or else fp32 buffer set to v (bf16: round to nearest even).
+void store(unsigned char* p, kda_dtype dt, size_t i, float v);
+// A tensor over its own buffer `b` (allocated here: its span plus kSlack): shape, strides (rows padded
+// by `pad` elements), dtype.
+kda_tensor make_tensor(Buffer* b, kda_dtype dt, int ndim, const int64_t* shape, int64_t pad);
+
 struct Problem {
   Header h;
   std::vector<Op> ops;

@@ -67,6 +67,14 @@ const Stats& stats();
 // With verbose set, run_one prints one line per input (statuses of the calls).
 void set_verbose(bool verbose);
 
+// The harness of kda_decode and kda_decode_cpu (fuzz_decode.cpp): the same kind of input (any bytes)
+// decoded into a decode / verify problem over a state pool; aborts with a report when an invariant breaks.
+void run_one_decode(const uint8_t* data, size_t size);
+struct DecodeStats {
+  long long inputs = 0, honest = 0, cpu_ok = 0, deterministic_checked = 0;
+};
+const DecodeStats& decode_stats();
+
 // The regression corpus: (file name, input) for each defect found by fuzzing (issue 8).
 std::vector<std::pair<std::string, std::vector<uint8_t>>> regression_inputs();
 

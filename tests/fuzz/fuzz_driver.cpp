@@ -1,9 +1,11 @@
 // The seeded fuzz driver (any compiler; the fuzz build adds ASan + UBSan): replays the regression
 // corpus (built in, plus files and folders given), then runs random inputs (fresh bytes, or
 // mutations of the corpus) from a seed for a number of iterations or seconds. Same harness as the
-// libFuzzer target (fuzz_case.h). Exit status 0; an invariant or sanitizer report aborts.
+// libFuzzer target (fuzz_case.h). Exit status 0; an invariant or sanitizer report aborts. --decode runs
+// kda_decode's harness instead (run_one_decode: no built-in corpus; random inputs, mutated from
+// random sources, and the files given).
 //
-//   flash_kda_fuzz_driver [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
+//   flash_kda_fuzz_driver [--decode] [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
 //                         [--no-builtin] [PATH ...]
 //   flash_kda_fuzz_driver --emit-corpus DIR      (writes the regression inputs as files)
 #include <sys/stat.h>
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   long long iterations = -1;
   double seconds = 0;
   size_t max_len = 256;
-  bool verbose = false;
+  bool verbose = false, decode = false;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> corpus = kda::fuzz::regression_inputs();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-len") max_len = static_cast<size_t>(std::atoll(next()));
     else if (a == "--verbose") kda::fuzz::set_verbose(verbose = true);
     else if (a == "--no-builtin") corpus.clear();  // only the inputs of the paths that follow
+    else if (a == "--decode") decode = true, corpus.clear();  // (the built-in corpus is kda_fwd's)
     else if (a == "--emit-corpus") {
       const std::string dir = next();
       mkdir(dir.c_str(), 0755);
@@ -79,7 +82,7 @@ int main(int argc, char** argv) {
       std::printf("wrote %zu regression inputs to %s\n", kda::fuzz::regression_inputs().size(), dir.c_str());
       return 0;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: %s [--seed N] [--iterations N] [--seconds S] [--max-len N] [PATH ...] | --emit-corpus DIR\n",
+      std::printf("usage: %s [--decode] [--seed N] [--iterations N] [--seconds S] [--max-len N] [PATH ...] | --emit-corpus DIR\n",
                   argv[0]);
       return 0;
     } else {
@@ -88,22 +91,34 @@ int main(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto summary = [](const char* what) {
+  auto run = decode ? kda::fuzz::run_one_decode : kda::fuzz::run_one;
+  auto summary = [decode](const char* what) {
+    if (decode) {
+      const kda::fuzz::DecodeStats& d = kda::fuzz::decode_stats();
+      std::printf("%s: %lld decode inputs; honest params %lld; kda_decode_cpu ran %lld; determinism checks %lld\n", what,
+                  d.inputs, d.honest, d.cpu_ok, d.deterministic_checked);
+      return;
+    }
     const kda::fuzz::Stats& s = kda::fuzz::stats();
     std::printf("%s: %lld inputs; shape query accepted %lld; honest params %lld; kda_fwd_cpu ran %lld; tame checks %lld\n",
                 what, s.inputs, s.shape_query_ok, s.honest, s.cpu_ok, s.tame_checked);
   };
   for (const auto& [name, bytes] : corpus) {
     if (verbose) std::printf("%s\n", name.c_str());
-    kda::fuzz::run_one(bytes.data(), bytes.size());
+    run(bytes.data(), bytes.size());
   }
   std::printf("corpus: %zu inputs replayed (%.1f s)\n", corpus.size(), elapsed());
   summary("  so far");
   std::fflush(stdout);
 
   if (iterations < 0 && seconds <= 0) return 0;
-  if (corpus.empty()) corpus = kda::fuzz::regression_inputs();  // mutation sources
   std::mt19937_64 rng(seed);
+  if (corpus.empty() && !decode) corpus = kda::fuzz::regression_inputs();  // mutation sources
+  for (int k = 0; corpus.empty() && k < 32; ++k) {  // (decode: random sources of a header's length and some ops)
+    std::vector<uint8_t> src(6 + 4 * (k % 5));
+    for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+    corpus.emplace_back("random source", src);
+  }
   long long runs = 0;
   const double t_random = elapsed();
   std::vector<uint8_t> input;
@@ -121,7 +136,7 @@ int main(int argc, char** argv) {
         if (what == 2 && !input.empty()) input.resize(rng() % (input.size() + 1));
       }
     }
-    kda::fuzz::run_one(input.data(), input.size());
+    run(input.data(), input.size());
     ++runs;
   }
   const double t = elapsed() - t_random;

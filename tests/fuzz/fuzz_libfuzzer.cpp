@@ -6,6 +6,10 @@
 #include "tests/fuzz/fuzz_case.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+#if defined(FLASH_KDA_FUZZ_DECODE)
+  kda::fuzz::run_one_decode(data, size);  // flash_kda_fuzz_decode: kda_decode's harness
+#else
   kda::fuzz::run_one(data, size);
+#endif
   return 0;
 }

@@ -1,5 +1,6 @@
 // The fuzz problem's accessors (fuzz_build.h): its tensor slots and buffers, the raw enum fields, a
-// tensor's span in bytes, which buffer holds an address, and the problem described for a report.
+// tensor's span in bytes, which buffer holds an address, and the problem described for a report; the
+// generator, element stores and tensors over buffers that both harnesses build with.
 // Decoding an input into a problem is fuzz_build.cpp.
 #include <cstring>
 #include <sstream>
@@ -12,6 +13,50 @@ kda_tensor* slot(kda_fwd_params& p, int i) {
   kda_tensor* all[kSlots] = {&p.q,     &p.k,       &p.v,             &p.g,           &p.beta,     &p.out,
                              &p.A_log, &p.dt_bias, &p.initial_state, &p.final_state, &p.cu_seqlens};
   return all[i];
+}
+
+uint64_t Rng::next() {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+float Rng::uniform() { return static_cast<float>(next() >> 40) * 0x1p-24f; }
+float Rng::normal() { return (uniform() + uniform() + uniform() + uniform() - 2.0f) * 1.7320508f; }
+
+namespace {
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+}  // namespace
+
+void store(unsigned char* p, kda_dtype dt, size_t i, float v) {
+  if (dt == KDA_DTYPE_BF16) {
+    const uint16_t b = to_bf16(v);
+    std::memcpy(p + 2 * i, &b, 2);
+  } else {
+    std::memcpy(p + 4 * i, &v, 4);
+  }
+}
+
+kda_tensor make_tensor(Buffer* b, kda_dtype dt, int ndim, const int64_t* shape, int64_t pad) {
+  kda_tensor t = kda_tensor_contiguous(nullptr, dt, ndim, shape);
+  if (pad > 0 && ndim >= 2) {
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+      t.stride[d] = s;
+      s *= shape[d] + (d == ndim - 1 ? pad : 0);
+    }
+  }
+  unsigned __int128 bytes = 0;
+  span_bytes(t, &bytes);
+  b->allocate(static_cast<size_t>(bytes) + kSlack);
+  t.data = b->base;
+  return t;
 }
 
 void Buffer::allocate(size_t n) {
