@@ -192,6 +192,34 @@ TEST(DecodeCpu, BadCuSeqlensContentsAreClamped) {
   EXPECT_NE(std::memcmp(pool_slot(order, base.index(2, 0)), pool_slot(base, base.index(2, 0)), pool_slot_bytes(base)), 0);
 }
 
+// Packed sequences that cover the same tokens once clamped ({0, 1, -1, 2}: sequence 2 runs from token
+// 0 again): two threads would write the shared output rows, so kda_decode_cpu refuses them, naming both
+// sequences, before writing anything (the decode fuzz harness found the outputs changing with the thread
+// count). The lists above, whose sequences overlap nothing, still run.
+TEST(DecodeCpu, OverlappingPackedSequencesAreNamed) {
+  DecodeSpec s;
+  s.cu_seqlens = {0, 2, 4, 6};
+  s.H = 1;
+  s.HV = 2;
+  s.slots = 5;
+  s.seed = 37;
+  for (const std::vector<int64_t>& cu : {std::vector<int64_t>{0, 1, -1, 2}, std::vector<int64_t>{0, 4, 2, 6}}) {
+    RandomDecode d = make_random_decode(s);
+    d.cu64 = cu;
+    const RandomDecode before = d;
+    kda_decode_params p = d.params();
+    for (int threads : {1, 4}) {
+      const kda_status st = kda_decode_cpu(&p, threads);
+      EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(st.message).find("cu_seqlens: expected sequences that cover disjoint tokens"),
+                std::string::npos)
+          << st.message;
+    }
+    EXPECT_EQ(d.out, before.out);
+    EXPECT_EQ(d.pool_f32, before.pool_f32);
+  }
+}
+
 // ---- verify: per-token slots and num_accepted_tokens ----------------------------------------------
 
 TEST(DecodeCpu, VerifyEveryAcceptedCount) {

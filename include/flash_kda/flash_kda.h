@@ -298,7 +298,9 @@ kda_status kda_decode(const kda_decode_params* params, kda_stream_t stream);
 
 /* The same on host pointers: the float64 token-by-token recurrence (the oracle), multithreaded over
    (sequence, value head); num_threads <= 0 uses the hardware concurrency. out is rounded to bf16
-   once, states to the pool's dtype once per write. check_indices checks the contents on the host. */
+   once, states to the pool's dtype once per write. check_indices checks the contents on the host.
+   Always, at no cost on host memory: packed sequences that cover the same tokens once cu_seqlens is
+   clamped (their output rows are unspecified on the GPU) are an error naming cu_seqlens. */
 kda_status kda_decode_cpu(const kda_decode_params* params, int32_t num_threads);
 
 /* ---- Context parallelism across GPUs: building blocks (docs/design.md §3.4) --------------------

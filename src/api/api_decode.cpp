@@ -55,6 +55,9 @@ kda_status kda_decode_cpu(const kda_decode_params* params, int32_t num_threads) 
   KDA_RETURN_IF_ERROR(kda::validate_decode(params, kda::ValidateMode::kHost, &problem));
   if (params->check_indices)
     KDA_RETURN_IF_ERROR(kda::decode_check_status(problem, kda::check_decode_contents_host(problem)));
+  // Always: packed sequences that overlap (two threads would write their shared output rows). Found by
+  // the decode fuzz harness (tests/fuzz/fuzz_decode.cpp): outputs that changed with the thread count.
+  KDA_RETURN_IF_ERROR(kda::check_decode_sequences_disjoint_host(problem));
   return kda::reference::decode_recurrence_f64(problem, num_threads);
 }
 

@@ -1,8 +1,10 @@
 // The opt-in content check of kda_decode (check_indices): the host version (kda_decode_cpu) and the
 // messages of both versions (the GPU version, src/launch/decode_sm90.cu, fills the same
 // DecodeCheckResult on the device).
+#include <algorithm>
 #include <cstdio>
 #include <unordered_map>
+#include <vector>
 
 #include "src/api/decode_problem.h"
 
@@ -92,6 +94,31 @@ DecodeCheckResult check_decode_contents_host(const DecodeProblem& dp) {
         }
   }
   return r;
+}
+
+kda_status check_decode_sequences_disjoint_host(const DecodeProblem& dp) {
+  if (!dp.pr.varlen) return make_ok();
+  auto clamp = [&](int64_t x) { return x < 0 ? 0 : (x > dp.pr.T_total ? dp.pr.T_total : x); };
+  struct Span {
+    int64_t bos, eos, n;
+  };
+  std::vector<Span> spans;
+  for (int64_t n = 0; n < dp.pr.N; ++n) {
+    const int64_t bos = clamp(cu_entry(dp, n)), eos = clamp(cu_entry(dp, n + 1));
+    if (eos > bos) spans.push_back({bos, eos, n});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.bos < b.bos || (a.bos == b.bos && a.n < b.n); });
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].bos < spans[i - 1].eos) {
+      const Span& a = spans[i - 1].n < spans[i].n ? spans[i - 1] : spans[i];
+      const Span& b = spans[i - 1].n < spans[i].n ? spans[i] : spans[i - 1];
+      return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                        "cu_seqlens: expected sequences that cover disjoint tokens (kda_decode_cpu writes each output "
+                        "row once), got sequence %lld over tokens [%lld, %lld) and sequence %lld over [%lld, %lld)",
+                        static_cast<long long>(a.n), static_cast<long long>(a.bos), static_cast<long long>(a.eos),
+                        static_cast<long long>(b.n), static_cast<long long>(b.bos), static_cast<long long>(b.eos));
+    }
+  return make_ok();
 }
 
 kda_status decode_check_status(const DecodeProblem& dp, const DecodeCheckResult& r) {

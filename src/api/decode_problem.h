@@ -17,5 +17,11 @@ DecodeCheckResult check_decode_contents_host(const DecodeProblem& dp);
 // KDA_OK, or the error naming the first bad entry (priority: range, accepted, cu_seqlens, length,
 // duplicate).
 kda_status decode_check_status(const DecodeProblem& dp, const DecodeCheckResult& r);
+// kda_decode_cpu, always (host memory: cu_seqlens is read at no cost): no two non-empty sequences of a
+// packed batch cover the same token once the entries are clamped to [0, B*T] as the kernels clamp them
+// (their output rows would be written by two threads, in an order of the schedule). Contents that the
+// opt-in check refuses but that overlap nothing (an entry past B*T, a sequence that ends before it
+// starts: empty) still run, as on the GPU.
+kda_status check_decode_sequences_disjoint_host(const DecodeProblem& dp);
 
 }  // namespace kda

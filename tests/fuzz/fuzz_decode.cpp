@@ -61,6 +61,23 @@ struct DProblem {
       for (int d = 0; d < 4; ++d) s += (d ? ", " : "") + std::to_string(t.stride[d]);
       s += "]\n";
     }
+    for (int i = kIdx; i < kDSlots; ++i) {  // the index tensors' contents, as stored (up to 16 entries)
+      const kda_tensor& t = const_cast<DProblem*>(this)->tensor(i);
+      const size_t w = raw_dtype(t) == KDA_DTYPE_I64 ? 8 : 4;
+      if (buf[i].base == nullptr) continue;
+      s += std::string("  ") + kDNames[i] + " contents:";
+      for (size_t e = 0; e < 16 && (e + 1) * w <= buf[i].bytes; ++e) {
+        int64_t v = 0;
+        if (w == 8) std::memcpy(&v, buf[i].base + 8 * e, 8);
+        else {
+          int32_t v32;
+          std::memcpy(&v32, buf[i].base + 4 * e, 4);
+          v = v32;
+        }
+        s += " " + std::to_string(v);
+      }
+      s += "\n";
+    }
     s += "  op bytes:";
     for (uint8_t b : ops) s += " " + std::to_string(b);
     return s;
