@@ -14,7 +14,8 @@
 //    outside the slots the indices name (slot n for sequence n without indices), gives zero output
 //    rows to a sequence whose start slot is negative or >= slots (fixed-length batches), with
 //    check_indices accepts only contents that the header allows, and, where no two sequences name
-//    one slot, gives the same bytes with another thread count.
+//    one slot, gives the same bytes with another thread count. (What may change is judged by address:
+//    a mutation may place out or the pool in another tensor's buffer, past that tensor's span.)
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -397,24 +398,30 @@ void run_one_decode(const uint8_t* data, size_t size) {
       if (a < 0 || a > cols) fail(*pr, "check_indices accepted num_accepted_tokens out of [0, T_idx]");
     }
   }
-  // Inputs unchanged; the pool unchanged outside the named slots.
-  for (int i = 0; i < kDSlots; ++i) {
-    if (i == kOut || i == kPool) continue;
-    if (!same(before[i].data(), pr->buf[i].base, pr->buf[i].bytes))
-      fail(*pr, std::string("kda_decode_cpu changed its input ") + kDNames[i]);
-  }
+  // Nothing written but out's span and the named slots of the pool: every other byte of every buffer
+  // (the inputs, the pool's other slots and the gaps between slots, the slack after each tensor, where a
+  // mutation may have placed out or the pool) unchanged. Judged by address, not by buffer.
   {
     const size_t eb = raw_dtype(pool) == KDA_DTYPE_F32 ? 4 : 2;
-    const size_t slot_bytes = static_cast<size_t>(pool.shape[1] * pool.shape[2] * pool.shape[3]) * eb;
-    const uintptr_t base = reinterpret_cast<uintptr_t>(pool.data) - reinterpret_cast<uintptr_t>(pr->buf[kPool].base);
-    std::vector<bool> may(pr->buf[kPool].bytes, false);
+    const uintptr_t slot_bytes = static_cast<uintptr_t>(pool.shape[1] * pool.shape[2] * pool.shape[3]) * eb;
+    std::vector<Range> may;
+    may.push_back(range_of(p.out));
     for (int64_t s : named) {
-      const size_t from = base + static_cast<size_t>(s) * static_cast<size_t>(slots > 1 ? pool.stride[0] : 0) * eb;
-      for (size_t k = from; k < from + slot_bytes && k < may.size(); ++k) may[k] = true;
+      Range r;
+      r.lo = reinterpret_cast<uintptr_t>(pool.data) + static_cast<uintptr_t>(s) * static_cast<uintptr_t>(slots > 1 ? pool.stride[0] : 0) * eb;
+      r.hi = r.lo + slot_bytes;
+      may.push_back(r);
     }
-    for (size_t k = 0; k < may.size(); ++k)
-      if (!may[k] && before[kPool][k] != pr->buf[kPool].base[k])
-        fail(*pr, "kda_decode_cpu changed pool byte " + std::to_string(k) + ", outside the slots the indices name");
+    for (int i = 0; i < kDSlots; ++i)
+      for (size_t k = 0; k < pr->buf[i].bytes; ++k) {
+        if (before[i][k] == pr->buf[i].base[k]) continue;
+        const unsigned __int128 a = reinterpret_cast<uintptr_t>(pr->buf[i].base + k);
+        bool allowed = false;
+        for (const Range& r : may) allowed = allowed || (a >= r.lo && a < r.hi);
+        if (!allowed)
+          fail(*pr, std::string("kda_decode_cpu changed byte ") + std::to_string(k) + " of " + kDNames[i] +
+                        "'s buffer, outside out and the slots the indices name");
+      }
   }
   // A fixed-length batch: sequence n's output rows are zero where its start slot is not in the pool.
   if (p.cu_seqlens.data == nullptr) {
