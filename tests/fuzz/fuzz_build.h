@@ -66,7 +66,15 @@ size_t elem_bytes(const kda_tensor& t);  // 0 for a dtype outside the enum
 int32_t raw_dtype(const kda_tensor& t);
 int32_t raw_gate(const kda_fwd_params& p);
 
-// The buffer slot that holds [data, data + bytes), or -1.
+// The buffer of buf[0, n) that holds [data, data + bytes), or -1; owner: of a Problem's buffers.
+int owner_of(const Buffer* buf, int n, const void* data, unsigned __int128 bytes);
 int owner(const Problem& pr, const void* data, unsigned __int128 bytes);
+
+// A tensor's bytes [lo, hi) as addresses (span_bytes), and whether two such ranges share a byte.
+struct Range {
+  unsigned __int128 lo = 0, hi = 0;
+};
+Range range_of(const kda_tensor& t);
+bool overlap(const Range& a, const Range& b);
 
 }  // namespace kda::fuzz

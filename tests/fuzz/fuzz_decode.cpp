@@ -269,32 +269,13 @@ void apply(Bytes& in, DProblem* pr) {
   }
 }
 
-struct Range {
-  unsigned __int128 lo = 0, hi = 0;
-};
-Range range_of(const kda_tensor& t) {
-  Range r;
-  unsigned __int128 bytes = 0;
-  span_bytes(t, &bytes);
-  r.lo = reinterpret_cast<uintptr_t>(t.data);
-  r.hi = r.lo + bytes;
-  return r;
-}
-bool overlap(const Range& a, const Range& b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
-
 // Every present tensor well formed and inside one of the harness's buffers.
 bool honest(DProblem* pr) {
   for (int i = 0; i < kDSlots; ++i) {
     const kda_tensor& t = pr->tensor(i);
     if (t.data == nullptr) continue;
     unsigned __int128 bytes = 0;
-    if (!span_bytes(t, &bytes)) return false;
-    bool inside = false;
-    for (int j = 0; j < kDSlots && !inside; ++j) {
-      const uintptr_t lo = reinterpret_cast<uintptr_t>(pr->buf[j].base), a = reinterpret_cast<uintptr_t>(t.data);
-      inside = pr->buf[j].base != nullptr && a >= lo && static_cast<unsigned __int128>(a - lo) + bytes <= pr->buf[j].bytes;
-    }
-    if (!inside) return false;
+    if (!span_bytes(t, &bytes) || owner_of(pr->buf, kDSlots, t.data, bytes) < 0) return false;
   }
   return true;
 }

@@ -99,15 +99,25 @@ bool span_bytes(const kda_tensor& t, unsigned __int128* bytes) {
   return true;
 }
 
-int owner(const Problem& pr, const void* data, unsigned __int128 bytes) {
+int owner_of(const Buffer* buf, int n, const void* data, unsigned __int128 bytes) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(data);
-  for (int i = 0; i < kSlots; ++i) {
-    const uintptr_t b = reinterpret_cast<uintptr_t>(pr.buf[i].base);
-    if (pr.buf[i].base != nullptr && a >= b && static_cast<unsigned __int128>(a - b) + bytes <= pr.buf[i].bytes)
-      return i;
+  for (int i = 0; i < n; ++i) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(buf[i].base);
+    if (buf[i].base != nullptr && a >= b && static_cast<unsigned __int128>(a - b) + bytes <= buf[i].bytes) return i;
   }
   return -1;
 }
+int owner(const Problem& pr, const void* data, unsigned __int128 bytes) { return owner_of(pr.buf, kSlots, data, bytes); }
+
+Range range_of(const kda_tensor& t) {
+  Range r;
+  unsigned __int128 bytes = 0;
+  span_bytes(t, &bytes);
+  r.lo = reinterpret_cast<uintptr_t>(t.data);
+  r.hi = r.lo + bytes;
+  return r;
+}
+bool overlap(const Range& a, const Range& b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
 std::string Problem::describe() const {
   std::ostringstream s;

@@ -67,19 +67,6 @@ unsigned __int128 workspace_lower_bound(const kda_fwd_params& p) {
   return lb;
 }
 
-struct Range {
-  unsigned __int128 lo = 0, hi = 0;
-};
-Range range_of(const kda_tensor& t) {
-  Range r;
-  unsigned __int128 bytes = 0;
-  span_bytes(t, &bytes);
-  r.lo = reinterpret_cast<uintptr_t>(t.data);
-  r.hi = r.lo + bytes;
-  return r;
-}
-bool overlap(const Range& a, const Range& b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
-
 // Every present tensor well formed and inside one of the harness's buffers.
 bool honest(Problem* pr) {
   for (int i = 0; i < kSlots; ++i) {
