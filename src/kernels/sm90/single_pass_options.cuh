@@ -1,7 +1,7 @@
 // single_pass_kernel's options per instance and its order of packed sequences (single_pass_kernel.cuh;
 // docs/design.md §3.5): the two build knobs measured in docs/performance_notes.md (versions 47-48), what
-// each instance (kPartial, kPieces, kWalk) takes of them, the bounded pieces' precheck (session 46, off
-// until measured on the GPU), and longest_first, the placement of packed
+// each instance (kPartial, kPieces, kWalk) takes of them, the bounded pieces' precheck (session 46, off:
+// measured in session 49), and longest_first, the placement of packed
 // sequences of different lengths. (Moved out of the kernel's file unchanged: scripts/same_code.py finds
 // the kernels' sm_90a code identical.)
 #pragma once
@@ -43,8 +43,10 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 // certainly falls back (piece 0: whether piece 1 does), and the preparation warps wait for that verdict
 // before their first chunk; a piece so refused sets its flag and leaves at once, with nothing handed
 // over. Built to make the failed attempt on slowly decaying gates (T8192_H8_LM: 28-31 us by ncu,
-// docs/performance_notes.md, versions 48-49) cost a few us. 0 (the default until it is measured on the
-// GPU): not compiled, the kernels' code unchanged (scripts/same_code.py).
+// docs/performance_notes.md, versions 48-49) cost a few us. 0, the default: not compiled, the kernels'
+// code unchanged (scripts/same_code.py). Measured on the H200 in session 49 (docs/performance_notes.md,
+// "The precheck on the GPU: faster where pieces fall back, slower where they do not"): 1 makes the
+// pieces that fall back 3-10% faster and the decaying prefill cases, issue 10's targets, 2-5% slower.
 #ifndef FLASH_KDA_SP_PRECHECK
 #define FLASH_KDA_SP_PRECHECK 0
 #endif
