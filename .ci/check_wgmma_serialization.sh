@@ -13,7 +13,7 @@
 # the walk instance spilled 4 bytes with it and none without) and ptxas' verbose notes, by default and
 # with the build knobs that change a wgmma batch (FLASH_KDA_SPLIT_U=1: a second update product), and the
 # single pass with its precheck (FLASH_KDA_SP_PRECHECK=1, off by default: measured in session 49, it costs the
-# decaying cases 2-5%; kept compiling spill-free for a form that does not block); checked to fail on 83ba1ed's kernel.
+# decaying cases 2-5%; kept compiling spill-free as the knob stays); checked to fail on 83ba1ed's kernel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)

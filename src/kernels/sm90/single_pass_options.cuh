@@ -46,7 +46,7 @@ inline constexpr bool kHalfOverlapWhole = FLASH_KDA_SP_HALF_OVERLAP == 2;
 // docs/performance_notes.md, versions 48-49) cost a few us. 0, the default: not compiled, the kernels'
 // code unchanged (scripts/same_code.py). Measured on the H200 in session 49 (docs/performance_notes.md,
 // "The precheck on the GPU: faster where pieces fall back, slower where they do not"): 1 makes the
-// pieces that fall back 3-10% faster and the decaying prefill cases, issue 10's targets, 2-5% slower.
+// pieces that fall back 2-10% faster and the decaying prefill cases, issue 10's targets, 2-5% slower.
 #ifndef FLASH_KDA_SP_PRECHECK
 #define FLASH_KDA_SP_PRECHECK 0
 #endif
