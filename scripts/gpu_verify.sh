@@ -7,6 +7,9 @@
 #              SANITIZER_PARALLEL=1 runs the tools at once, each in a process of its own), racecheck
 #              also on runs that reuse the recurrence's stage ring and on the decode kernels, the
 #              numerics and in-place cases; memcheck on the 8-thread x 4-stream concurrency test
+#   random     GpuRandomMatrix (tests/gpu/test_gpu_random_matrix.cpp) on a longer draw: RANDOM_CONFIGS
+#              configurations (default 400) of seed RANDOM_SEED (default 7), then RANDOM_SAN_CONFIGS (default
+#              12) of them under compute-sanitizer memcheck, synccheck and racecheck (at once)
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py); the GPU
 #              idles 0.3 s before every case (run_bench), also for older baselines' binaries
 #   decode     C++ decode benchmark (decode group of cases.json, bf16-pool twins, verify T = 4; every
@@ -182,6 +185,31 @@ stage_sanitizer() {
     >"$LOG/sanitizer_racecheck_lane0.log" 2>&1
   echo "racecheck (information, expected to report: one release per warp after __syncwarp): $(grep -E 'RACECHECK SUMMARY' "$LOG/sanitizer_racecheck_lane0.log" | tail -1)"
   record sanitizer $rc "logs: sanitizer_*.log"
+}
+
+stage_random() {
+  # Random configurations of the option matrix against the float64 recurrence (each also run again, and
+  # as a graph replay, strided views, in place or with int32 offsets), then a few under the sanitizer.
+  local rc=0 r name pids=()
+  local seed=${RANDOM_SEED:-7} n=${RANDOM_CONFIGS:-400} nsan=${RANDOM_SAN_CONFIGS:-12}
+  FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$n timeout 900 "$BUILD/tests/gpu/test_gpu" \
+    --gtest_filter='GpuRandomMatrix.*' >"$LOG/random.log" 2>&1 || rc=$((rc + 1))
+  echo "GpuRandomMatrix, seed $seed, $n configurations: $(grep -cE '^\[ random \] #' "$LOG/random.log") drawn; $(grep -E 'PASSED|FAILED' "$LOG/random.log" | tail -2 | tr '\n' ' ')"
+  grep -E "Failure|Expected|Which is|random \] #" "$LOG/random.log" | grep -B1 -A3 Failure | head -60
+  for name in memcheck synccheck racecheck; do
+    FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$nsan timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer \
+      --tool $name --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" --gtest_filter='GpuRandomMatrix.*' \
+      >"$LOG/random_$name.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1 2; do
+    wait "${pids[$i]}"
+    r=$?
+    name=$(echo memcheck synccheck racecheck | cut -d' ' -f$((i + 1)))
+    echo "random under $name: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/random_$name.log" | tail -1)"
+    [ "$r" -eq 0 ] || rc=$((rc + 1))
+  done
+  record random $rc "logs: random.log, random_{memcheck,synccheck,racecheck}.log"
 }
 
 stage_spills() {

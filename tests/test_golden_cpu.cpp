@@ -30,6 +30,7 @@
 #include "reference/common.h"
 #include "src/api/problem.h"
 #include "tests/golden_gen.h"
+#include "tests/kernel_rounding.h"
 #include "tests/golden_io.h"
 #include "tests/naive_oracle.h"
 
@@ -147,15 +148,8 @@ void run_rounded(const GoldenCase& c, const reference::ChunkedRounding& rounding
 void check_rounding_emulation(const GoldenCase& c, const std::string& dir) {
   const std::vector<double> expected_o = c.find("expected_o")->to_f64();
   const std::vector<double> expected_state = c.find("expected_final_state")->to_f64();
-  // The kernel's operand roundings: the record's Wd, Qp and Kr, the state operand as a bf16 hi + lo
-  // pair, U (both U and Kr as hi + lo pairs in each sequence's last update); the preparation's A, Wd
-  // and Qp from one bf16 per operand (M from hi + lo pairs); Tb and P are carried as hi/lo pairs
-  // (chunk_prep_kernel phase 6), i.e. not rounded where they multiply V.
-  reference::ChunkedRounding kernel;
-  kernel.round_record = kernel.round_state_operand = kernel.split_state_operand = kernel.round_u = true;
-  kernel.round_a_operands = kernel.round_wide_left = kernel.round_wide_kd = true;
-  kernel.split_p_operands = true;  // P = M·Tb from hi + lo pairs of both (version 23)
-  kernel.split_update_last_chunks = 1;  // the final state's last update from hi + lo pairs (2026-12-01)
+  // The kernel's operand roundings (tests/kernel_rounding.h).
+  const reference::ChunkedRounding kernel = kernel_rounding();
   double out_err = 0, state_err = 0;
   run_rounded(c, kernel, expected_o, expected_state, &out_err, &state_err);
   report(c.name, "emulated kernel (no Tb/P rounding)", out_err, state_err);

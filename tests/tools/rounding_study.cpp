@@ -18,6 +18,7 @@
 #include "src/api/problem.h"
 #include "tests/golden_gen.h"
 #include "tests/golden_io.h"
+#include "tests/kernel_rounding.h"
 #include "tests/random_problem.h"
 
 namespace {
@@ -29,19 +30,8 @@ struct Variant {
   ChunkedRounding r;
 };
 
-// The kernel: the record's Wd, Qp and Kr as one bf16 each, the state operand as a hi + lo pair,
-// U as one bf16 (a hi + lo pair with the build knob FLASH_KDA_SPLIT_U=1); the preparation's A, Wd
-// and Qp from one bf16 per operand, M from hi + lo pairs (version 21), P = M·Tb from hi + lo pairs
-// of both (version 23; before it, P in float32). Before version 21 every preparation product came
-// from hi + lo pairs.
-ChunkedRounding kernel_now() {
-  ChunkedRounding r;
-  r.round_record = r.round_state_operand = r.split_state_operand = r.round_u = true;
-  r.round_a_operands = r.round_wide_left = r.round_wide_kd = true;
-  r.split_p_operands = true;  // P = M·Tb on the tensor cores from hi + lo pairs (version 23)
-  r.split_update_last_chunks = 1;  // the final state's last update from hi + lo pairs (2026-12-01)
-  return r;
-}
+// The kernel's roundings (tests/kernel_rounding.h).
+ChunkedRounding kernel_now() { return kda::test::kernel_rounding(); }
 
 std::vector<Variant> variants() {
   std::vector<Variant> v;
