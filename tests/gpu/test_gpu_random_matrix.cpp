@@ -20,7 +20,8 @@
 // Then the configuration runs again on the GPU (bitwise identical: deterministic), and in one more
 // way drawn with it, which must give the same result: a CUDA graph's replay (bitwise), the inputs as
 // strided views into one fused projection row (bitwise), the state updated in place (errors by the
-// same rule), int32 offsets for int64 ones (bitwise).
+// same rule), int32 offsets for int64 ones (bitwise), g and beta as f32 tensors of the same values
+// (bitwise, on the two kernels).
 //
 // Reproducible: FLASH_KDA_RANDOM_SEED (default 2026) and FLASH_KDA_RANDOM_CONFIGS (default 40) set
 // the draw; every configuration prints its index and what was drawn, and FLASH_KDA_RANDOM_ONLY=i runs
@@ -51,7 +52,7 @@ namespace {
 using reference::bf16_to_float;
 using reference::float_to_bf16;
 
-enum class Variant { kGraph, kStrided, kInPlace, kCuInt32, kNone };
+enum class Variant { kGraph, kStrided, kInPlace, kCuInt32, kNone, kF32GateBeta };
 
 struct Config {
   ProblemSpec spec;
@@ -169,13 +170,18 @@ Config draw_config(uint64_t seed) {
     for (size_t i = 0; i < s.cu_seqlens.size(); ++i) shape += (i ? "," : "") + std::to_string(s.cu_seqlens[i]);
     shape += "}";
   }
+  // g and beta as f32 tensors of the same values, on the two kernels (the single pass takes bf16 g only):
+  // drawn last, so that the draws above stay those of the first form of this test.
+  if (c.variant == Variant::kNone && c.single_pass == KDA_SINGLE_PASS_NEVER && chance(60))
+    c.variant = Variant::kF32GateBeta;
+
   char slow[48] = "-";
   if (s.slow_every > 0)
     std::snprintf(slow, sizeof(slow), "every %d in heads %llx", s.slow_every, static_cast<unsigned long long>(s.slow_heads));
   static const char* kGate[] = {"bounded", "softplus", "preactivated"};
   static const char* kPath[] = {"auto", "two-kernels", "single-pass"};
   static const char* kCtx[] = {"auto", "exact", "warmup"};
-  static const char* kVariant[] = {"graph", "strided", "in-place", "cu-int32", "-"};
+  static const char* kVariant[] = {"graph", "strided", "in-place", "cu-int32", "-", "f32-g-beta"};
   std::snprintf(text, sizeof(text),
                 "%s H%lld HV%lld gate %s lb %g A_log %d dt_bias %d g_scale %g slow %s state %s->%s beta %s "
                 "qk %s neg %d scale x%g path %s split %d/%s trusted %d variant %s",
@@ -334,6 +340,20 @@ void check_config(int index, const Config& c) {
       RandomProblem p32 = make_problem(c32);
       ASSERT_NO_FATAL_FAILURE(run_or_fail(params_of(c32, p32), what + " (int32 offsets)"));
       expect_identical(a, p32, (what + ": int32 vs int64 cu_seqlens").c_str());
+      break;
+    }
+    case Variant::kF32GateBeta: {
+      RandomProblem f = base;
+      std::vector<float> g32(f.g.size()), beta32(f.beta.size());
+      for (size_t i = 0; i < g32.size(); ++i) g32[i] = bf16_to_float(f.g[i]);
+      for (size_t i = 0; i < beta32.size(); ++i) beta32[i] = bf16_to_float(f.beta[i]);
+      kda_fwd_params prm = params_of(c, f);
+      prm.g.data = g32.data();
+      prm.g.dtype = KDA_DTYPE_F32;
+      prm.beta.data = beta32.data();
+      prm.beta.dtype = KDA_DTYPE_F32;
+      ASSERT_NO_FATAL_FAILURE(run_or_fail(prm, what + " (f32 g and beta)"));
+      expect_identical(a, f, (what + ": f32 g and beta vs bf16").c_str());
       break;
     }
     case Variant::kNone:
