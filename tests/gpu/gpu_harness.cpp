@@ -166,21 +166,7 @@ GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params
   }
   const kda_status st = run_on_gpu(gp);
   if (st.code != KDA_OK) throw std::runtime_error(st.message);
-  const ExactReference exact = reference_f64(rp);
-  GpuErrors e;
-  const std::vector<double> out = bf16_to_f64(gpu.out);
-  e.out = rel_l2(out, exact.out);  // rows outside every sequence are 0 on both sides
-  e.non_finite = count_non_finite(out);
-  if (gpu.spec.final_state == KDA_DTYPE_F32) {
-    const std::vector<double> state = f32_to_f64(gpu.final_f32);
-    e.state = rel_l2(state, exact.final_state);
-    e.non_finite += count_non_finite(state);
-  } else if (gpu.spec.final_state == KDA_DTYPE_BF16) {
-    const std::vector<double> state = bf16_to_f64(gpu.final_bf16);
-    e.state = rel_l2(state, exact.final_state);
-    e.non_finite += count_non_finite(state);
-  }
-  return e;
+  return errors_against(gpu, reference_f64(rp));
 }
 
 void expect_close(const char* what, const GpuErrors& e, double out_tol, double state_tol) {
@@ -289,18 +275,6 @@ void check_graph_replay(const ProblemSpec& s, const char* what) {
   RandomProblem fresh = replay_on_fresh_inputs(p, dp, graph, t);
   ASSERT_EQ(run_on_gpu(fresh.params()).code, KDA_OK);
   expect_identical(p, fresh, (std::string(what) + ": graph replay on new inputs vs eager").c_str());
-}
-
-ExactReference reference_f64(const kda_fwd_params& host) {
-  Problem pr;
-  const kda_status st = validate(&host, ValidateMode::kHost, &pr);
-  if (st.code != KDA_OK) throw std::runtime_error(st.message);
-  ExactReference r;
-  r.out.assign(static_cast<size_t>(pr.T_total * pr.HV * pr.V), 0.0);
-  r.final_state.assign(static_cast<size_t>(pr.N * pr.HV * pr.V * pr.K), 0.0);
-  const kda_status st2 = reference::fwd_recurrence_f64_ex(pr, 0, r.out.data(), r.final_state.data());
-  if (st2.code != KDA_OK) throw std::runtime_error(st2.message);
-  return r;
 }
 
 }  // namespace kda::test

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "tests/host_reference.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -82,18 +83,9 @@ class CapturedFwd {
 // Runs kda_fwd on the device for host params: uploads, runs `repeats` times, downloads.
 kda_status run_on_gpu(const kda_fwd_params& host, int repeats = 1);
 
-// The float64 recurrence's unrounded results for host params (their out / final_state buffers are
-// written too): out as [B*T, HV, V] (rows outside every sequence are 0), final state [N, HV, V, K].
-struct ExactReference {
-  std::vector<double> out, final_state;
-};
-ExactReference reference_f64(const kda_fwd_params& host);
-
-// Relative L2 errors of a GPU run against the float64 recurrence, and the non-finite count.
-struct GpuErrors {
-  double out = 0, state = 0;
-  size_t non_finite = 0;
-};
+// Relative L2 errors of a GPU run against the float64 recurrence (host_reference.h's RunErrors;
+// reference_f64 and ExactReference are there too).
+using GpuErrors = RunErrors;
 // Runs `gpu` on the GPU (writing its out / final state) and a copy on the CPU float64 recurrence,
 // both with params() passed through `adjust` when given (flags beyond ProblemSpec).
 GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params&)>& adjust = {});

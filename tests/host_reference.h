@@ -1,0 +1,35 @@
+// The oracles of the tests that run host params (tests/random_problem.h's problems) on the GPU or on the
+// CPU: the float64 recurrence's unrounded results, the CPU emulation of the kernels' roundings
+// (tests/kernel_rounding.h), and the relative L2 errors of a run against the float64 results.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "flash_kda/flash_kda.h"
+#include "tests/random_problem.h"
+
+namespace kda::test {
+
+// The float64 recurrence's unrounded results for host params (their out / final_state buffers are
+// written too): out as [B*T, HV, V] (rows outside every sequence are 0), final state [N, HV, V, K].
+// Throws std::runtime_error when the params do not validate.
+struct ExactReference {
+  std::vector<double> out, final_state;
+};
+ExactReference reference_f64(const kda_fwd_params& host);
+
+// The CPU emulation of the kernels' arithmetic on host params: the float32 chunked algebra with the
+// kernels' operand roundings (kernel_rounding()), writing the params' out and final_state as the GPU
+// would. Every core. Throws std::runtime_error when the params do not validate.
+void run_emulated_kernel(const kda_fwd_params& host);
+
+// Relative L2 errors of a run's bf16 out and of its final state (by the spec's final-state dtype; in the
+// initial-state buffers after an in-place run) against the float64 results, and the non-finite count.
+struct RunErrors {
+  double out = 0, state = 0;
+  size_t non_finite = 0;
+};
+RunErrors errors_against(const RandomProblem& p, const ExactReference& exact, bool in_place = false);
+
+}  // namespace kda::test
