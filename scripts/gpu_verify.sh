@@ -44,7 +44,7 @@
 #              -> bench_distributed.json and BENCHMARK_CP_H200.md in OUT; NCCL_NVLS_ENABLE=0 throughout
 # Code: build, tests, sanitizer, spills and mutants here; the measurement stages in gpu_verify_measure.sh,
 # the Python ones in gpu_verify_python.sh (both sourced below).
-# Usage: scripts/gpu_verify.sh [stage ...]  (default: build tests sanitizer bench decode python pybench)
+# Usage: scripts/gpu_verify.sh [stage ...]  (default: build tests sanitizer random bench decode python pybench)
 # Environment: OUT (results folder, default /tmp/flash_kda_out: logs.tar.gz with every log, plus
 #   summary.txt, bench.json, bench_python.json), BUILD (build folder, default build),
 #   FLASH_KDA_DATA (optional golden/ (the shared, independent check), cases.json (bench stages),
@@ -68,7 +68,7 @@ case "$BUILD" in /*) BUILD_ABS=$BUILD ;; *) BUILD_ABS=$ROOT/$BUILD ;; esac
 export FLASH_KDA_REPO_GOLDEN_DIR=${FLASH_KDA_REPO_GOLDEN_DIR:-$BUILD_ABS/tests/golden}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer bench decode python pybench)
+[ ${#stages[@]} -eq 0 ] && stages=(build tests sanitizer random bench decode python pybench)
 summary=()
 failed=0
 
