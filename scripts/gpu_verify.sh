@@ -102,6 +102,7 @@ stage_build() {
 
 stage_tests() {
   local rc=0 t
+  ensure_repo_golden  # (the build stage writes them too; `tests` alone on a carried build needs them)
   for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     timeout 600 "$t" --gtest_brief=1 >"$LOG/$(basename "$t").log" 2>&1 || rc=$((rc + 1))
