@@ -128,6 +128,16 @@ stage_tests() {
   record tests $rc "logs: test_*.log, test_gpu.log, test_gpu.xml, test_gpu_single_pass.log, demo.log"
 }
 
+# One compute-sanitizer run of test_gpu: its log in $LOG/sanitizer_NAME.log, its exit status in
+# $LOG/sanitizer_NAME.rc (the sanitizer and random stages).
+san_run() {  # NAME TOOL FILTER [VAR=VALUE ...]
+  local name=$1 tool=$2 filter=$3
+  shift 3
+  env "$@" timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    "$BUILD/tests/gpu/test_gpu" --gtest_filter="$filter" >"$LOG/sanitizer_$name.log" 2>&1
+  echo $? >"$LOG/sanitizer_$name.rc"
+}
+
 stage_sanitizer() {
   # memcheck and synccheck: the golden cases, the PTX probes and one run of every kernel
   # configuration; racecheck (pass/fail): the golden cases, the probes, runs that reuse the
@@ -150,16 +160,8 @@ stage_sanitizer() {
   race="$race:GpuDecode.EveryConfigurationBitwiseIdenticalAndDeterministic"
   race="$race:GpuSinglePass.ShapesAgainstFloat64AndTheTwoKernels:GpuSinglePass.DeterministicAndInPlace"  # its ring, reused up to 64 times
   race="$race:GpuSinglePass.WalkingCtasMatchOneCtaPerUnit"  # the walk: the ring runs on across units
-  # One tool's run: its exit status in $LOG/sanitizer_NAME.rc. SANITIZER_PARALLEL=1 runs the four at once
-  # (processes of their own on the one GPU; about the slowest one's time instead of the sum, which keeps
-  # the stage inside a 10-minute call).
-  san_run() {  # NAME TOOL FILTER [VAR=VALUE ...]
-    local name=$1 tool=$2 filter=$3
-    shift 3
-    env "$@" timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$BUILD/tests/gpu/test_gpu" --gtest_filter="$filter" >"$LOG/sanitizer_$name.log" 2>&1
-    echo $? >"$LOG/sanitizer_$name.rc"
-  }
+  # SANITIZER_PARALLEL=1 runs the four at once (processes of their own on the one GPU; about the slowest
+  # one's time instead of the sum, which keeps the stage inside a 10-minute call).
   local names=(memcheck synccheck racecheck concurrency) pids=()
   for name in "${names[@]}"; do
     case $name in
@@ -190,27 +192,24 @@ stage_sanitizer() {
 
 stage_random() {
   # Random configurations of the option matrix against the float64 recurrence (each also run again, and
-  # as a graph replay, strided views, in place or with int32 offsets), then a few under the sanitizer.
-  local rc=0 r name pids=()
+  # as a graph replay, strided views, in place, with int32 offsets or f32 g and beta), then a few under the
+  # three sanitizer tools.
+  local rc=0 r name
   local seed=${RANDOM_SEED:-7} n=${RANDOM_CONFIGS:-400} nsan=${RANDOM_SAN_CONFIGS:-12}
   FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$n timeout 900 "$BUILD/tests/gpu/test_gpu" \
     --gtest_filter='GpuRandomMatrix.*' >"$LOG/random.log" 2>&1 || rc=$((rc + 1))
   echo "GpuRandomMatrix, seed $seed, $n configurations: $(grep -cE '^\[ random \] #' "$LOG/random.log") drawn; $(grep -E 'PASSED|FAILED' "$LOG/random.log" | tail -2 | tr '\n' ' ')"
   grep -E "Failure|Expected|Which is|random \] #" "$LOG/random.log" | grep -B1 -A3 Failure | head -60
   for name in memcheck synccheck racecheck; do
-    FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$nsan timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer \
-      --tool $name --error-exitcode 9 "$BUILD/tests/gpu/test_gpu" --gtest_filter='GpuRandomMatrix.*' \
-      >"$LOG/random_$name.log" 2>&1 &
-    pids+=($!)
+    san_run "random_$name" $name 'GpuRandomMatrix.*' FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$nsan &
   done
-  for i in 0 1 2; do
-    wait "${pids[$i]}"
-    r=$?
-    name=$(echo memcheck synccheck racecheck | cut -d' ' -f$((i + 1)))
-    echo "random under $name: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/random_$name.log" | tail -1)"
+  wait
+  for name in memcheck synccheck racecheck; do
+    r=$(cat "$LOG/sanitizer_random_$name.rc" 2>/dev/null || echo 99)
+    echo "random under $name: exit $r; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/sanitizer_random_$name.log" | tail -1)"
     [ "$r" -eq 0 ] || rc=$((rc + 1))
   done
-  record random $rc "logs: random.log, random_{memcheck,synccheck,racecheck}.log"
+  record random $rc "logs: random.log, sanitizer_random_{memcheck,synccheck,racecheck}.log"
 }
 
 stage_spills() {

@@ -29,11 +29,14 @@ ExactReference reference_f64(const kda_fwd_params& host) {
   return r;
 }
 
-void run_emulated_kernel(const kda_fwd_params& host) {
+void run_chunked_f32(const kda_fwd_params& host, const reference::ChunkedRounding& rounding, float* out_exact,
+                     float* state_exact) {
   const Problem pr = validated(host);
-  const kda_status st = reference::fwd_chunked_f32_ex(pr, kernel_rounding(), 0, nullptr, nullptr);
+  const kda_status st = reference::fwd_chunked_f32_ex(pr, rounding, 0, out_exact, state_exact);
   if (st.code != KDA_OK) throw std::runtime_error(st.message);
 }
+
+void run_emulated_kernel(const kda_fwd_params& host) { run_chunked_f32(host, kernel_rounding()); }
 
 RunErrors errors_against(const RandomProblem& p, const ExactReference& exact, bool in_place) {
   RunErrors e;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "reference/reference.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -19,9 +20,15 @@ struct ExactReference {
 };
 ExactReference reference_f64(const kda_fwd_params& host);
 
-// The CPU emulation of the kernels' arithmetic on host params: the float32 chunked algebra with the
-// kernels' operand roundings (kernel_rounding()), writing the params' out and final_state as the GPU
-// would. Every core. Throws std::runtime_error when the params do not validate.
+// The float32 chunked algebra (reference::fwd_chunked_f32) on host params with the operand roundings
+// `rounding`, writing the params' out and final_state as kda_fwd does, and, where given, the
+// unrounded results (out_exact [B*T, HV, V], state_exact [N, HV, V, K]). Every core. Throws
+// std::runtime_error when the params do not validate.
+void run_chunked_f32(const kda_fwd_params& host, const reference::ChunkedRounding& rounding,
+                     float* out_exact = nullptr, float* state_exact = nullptr);
+
+// The CPU emulation of the kernels' arithmetic: run_chunked_f32 with the kernels' operand roundings
+// (kernel_rounding()), whose out and final_state predict the GPU's error.
 void run_emulated_kernel(const kda_fwd_params& host);
 
 // Relative L2 errors of a run's bf16 out and of its final state (by the spec's final-state dtype; in the

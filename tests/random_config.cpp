@@ -99,7 +99,11 @@ Config draw_one(uint64_t seed) {
     s.final_state = s.initial_state;
   }
 
-  char text[512];
+  // g and beta as f32 tensors of the same values, on the two kernels (the single pass takes bf16 g only):
+  // drawn last, so that the draws above stay those of the first form of this test.
+  if (c.variant == Variant::kNone && c.single_pass == KDA_SINGLE_PASS_NEVER && chance(60))
+    c.variant = Variant::kF32GateBeta;
+
   std::string shape;
   if (s.cu_seqlens.empty()) {
     shape = "B" + std::to_string(s.B) + " T" + std::to_string(s.T);
@@ -108,11 +112,6 @@ Config draw_one(uint64_t seed) {
     for (size_t i = 0; i < s.cu_seqlens.size(); ++i) shape += (i ? "," : "") + std::to_string(s.cu_seqlens[i]);
     shape += "}";
   }
-  // g and beta as f32 tensors of the same values, on the two kernels (the single pass takes bf16 g only):
-  // drawn last, so that the draws above stay those of the first form of this test.
-  if (c.variant == Variant::kNone && c.single_pass == KDA_SINGLE_PASS_NEVER && chance(60))
-    c.variant = Variant::kF32GateBeta;
-
   char slow[48] = "-";
   if (s.slow_every > 0)
     std::snprintf(slow, sizeof(slow), "every %d in heads %llx", s.slow_every, static_cast<unsigned long long>(s.slow_heads));
@@ -120,6 +119,7 @@ Config draw_one(uint64_t seed) {
   static const char* kPath[] = {"auto", "two-kernels", "single-pass"};
   static const char* kCtx[] = {"auto", "exact", "warmup"};
   static const char* kVariant[] = {"graph", "strided", "in-place", "cu-int32", "-", "f32-g-beta"};
+  char text[512];
   std::snprintf(text, sizeof(text),
                 "%s H%lld HV%lld gate %s lb %g A_log %d dt_bias %d g_scale %g slow %s state %s->%s beta %s "
                 "qk %s neg %d scale x%g path %s split %d/%s trusted %d variant %s",
@@ -176,15 +176,10 @@ RandomProblem make_problem(const Config& c) {
   RandomProblem p = make_random_problem(c.spec);
   if (c.beta_probs)
     for (uint16_t& b : p.beta) b = float_to_bf16(static_cast<float>(1.0 / (1.0 + std::exp(-double(bf16_to_float(b))))));
-  if (c.unit_qk)
-    for (auto* buf : {&p.q, &p.k})
-      for (size_t row = 0; row < buf->size() / 128; ++row) {
-        double ss = 0;
-        for (int i = 0; i < 128; ++i) ss += double(bf16_to_float((*buf)[row * 128 + i])) * bf16_to_float((*buf)[row * 128 + i]);
-        const double inv = ss > 0 ? 1.0 / std::sqrt(ss) : 0.0;
-        for (int i = 0; i < 128; ++i)
-          (*buf)[row * 128 + i] = float_to_bf16(static_cast<float>(bf16_to_float((*buf)[row * 128 + i]) * inv));
-      }
+  if (c.unit_qk) {
+    unit_norm_bf16_rows(&p.q);
+    unit_norm_bf16_rows(&p.k);
+  }
   return p;
 }
 

@@ -40,6 +40,10 @@ struct Config {
   std::string text;
 };
 
+// The random matrices' ceiling on any run's relative L2 error against float64 (out and final state):
+// GpuRandomMatrix's bound never exceeds it, CpuRandomMatrix holds the emulated kernel to it.
+inline constexpr double kRandomMatrixCeiling = 1e-2;
+
 // A non-negative integer from the environment, or `fallback` when unset (aborts on anything else).
 uint64_t env_u64(const char* name, uint64_t fallback);
 

@@ -40,6 +40,20 @@ TokenInputs draw_token_inputs(std::mt19937_64& rng, int64_t B, int64_t T, int64_
   return x;
 }
 
+void unit_norm_bf16_rows(std::vector<uint16_t>* rows) {
+  for (size_t row = 0; row < rows->size() / D; ++row) {
+    uint16_t* x = rows->data() + row * D;
+    double ss = 0;
+    for (int64_t c = 0; c < D; ++c) {
+      const double v = reference::bf16_to_float(x[c]);
+      ss += v * v;
+    }
+    if (!(ss > 0)) continue;
+    for (int64_t c = 0; c < D; ++c)
+      x[c] = reference::float_to_bf16(static_cast<float>(reference::bf16_to_float(x[c]) / std::sqrt(ss)));
+  }
+}
+
 RandomProblem make_random_problem(const ProblemSpec& s) {
   RandomProblem p;
   p.spec = s;

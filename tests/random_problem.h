@@ -64,6 +64,10 @@ RandomProblem make_random_problem(const ProblemSpec& spec);
 // values of deviation sigma as bf16 (-|x| when negative, the pre-activated gate's sign).
 std::vector<uint16_t> normal_bf16(std::mt19937_64& rng, int64_t n, float sigma, bool negative = false);
 
+// Scales every 128-wide row of bf16 values to unit L2 norm (float64 sum of squares, each value
+// divided by its root, rounded to bf16): q and k for qk_l2norm = 0. An all-zero row stays zero.
+void unit_norm_bf16_rows(std::vector<uint16_t>* rows);
+
 // The token inputs of B x T tokens (q, k: H heads; v, g, beta: HV heads), then A_log [HV] and
 // dt_bias [HV, 128] ~ U[0, 1) when asked; out zeroed. The draw order is part of every seeded test.
 struct TokenInputs {

@@ -62,14 +62,8 @@ TEST(GpuDecode, MatrixAgainstFloat64) {
   s.gate = KDA_GATE_PREACTIVATED;
   s.idx_dims = 0;  // sequence n uses slot n
   RandomDecode d = make_random_decode(s);
-  for (auto* buf : {&d.q, &d.k})
-    for (size_t row = 0; row < buf->size() / D; ++row) {
-      double ss = 0;
-      for (int c = 0; c < D; ++c) ss += std::pow(reference::bf16_to_float((*buf)[row * D + c]), 2);
-      for (int c = 0; c < D; ++c)
-        (*buf)[row * D + c] =
-            reference::float_to_bf16(static_cast<float>(reference::bf16_to_float((*buf)[row * D + c]) / std::sqrt(ss)));
-    }
+  unit_norm_bf16_rows(&d.q);
+  unit_norm_bf16_rows(&d.k);
   for (auto& b : d.beta) b = reference::float_to_bf16(1.0f / (1.0f + std::exp(-reference::bf16_to_float(b))));
   RandomDecode ref = d;
   kda_decode_params pc = ref.params();

@@ -97,18 +97,8 @@ TEST(GpuOptions, GateFormsAndFlags) {
     const bool neg = flags & 1, no_l2 = flags & 2;
     // Without the in-kernel L2 norm, feed unit-norm q and k.
     if (no_l2) {
-      for (auto* buf : {&p.q, &p.k})
-        for (size_t row = 0; row < buf->size() / 128; ++row) {
-          double ss = 0;
-          for (int c = 0; c < 128; ++c) {
-            const double x = reference::bf16_to_float((*buf)[row * 128 + c]);
-            ss += x * x;
-          }
-          for (int c = 0; c < 128; ++c) {
-            const double x = reference::bf16_to_float((*buf)[row * 128 + c]);
-            (*buf)[row * 128 + c] = reference::float_to_bf16(static_cast<float>(x / std::sqrt(ss)));
-          }
-        }
+      unit_norm_bf16_rows(&p.q);
+      unit_norm_bf16_rows(&p.k);
     }
     const Errors e = gpu_vs_f64(p, [&](kda_fwd_params& prm) {
       prm.allow_neg_eigval = neg;

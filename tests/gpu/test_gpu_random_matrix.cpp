@@ -51,9 +51,8 @@ void run_or_fail(const kda_fwd_params& prm, const std::string& what) {
 struct Bounds {
   double out = 0, state = 0;
 };
-constexpr double kCeiling = 1e-2;
 Bounds bounds_from(const GpuErrors& emu) {
-  return {std::min(kCeiling, 1.5 * emu.out + 2e-4), std::min(kCeiling, 2.0 * emu.state + 1e-5)};
+  return {std::min(kRandomMatrixCeiling, 1.5 * emu.out + 2e-4), std::min(kRandomMatrixCeiling, 2.0 * emu.state + 1e-5)};
 }
 
 void expect_within(const GpuErrors& e, const Bounds& b, const std::string& what) {

@@ -30,12 +30,9 @@ struct Variant {
   ChunkedRounding r;
 };
 
-// The kernel's roundings (tests/kernel_rounding.h).
-ChunkedRounding kernel_now() { return kda::test::kernel_rounding(); }
-
 std::vector<Variant> variants() {
   std::vector<Variant> v;
-  const ChunkedRounding k = kernel_now();
+  const ChunkedRounding k = kda::test::kernel_rounding();  // the kernels' (tests/kernel_rounding.h)
   v.push_back({"kernel", k});
   ChunkedRounding r = k;
   r.split_p_operands = false;
