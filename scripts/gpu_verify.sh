@@ -7,9 +7,10 @@
 #              SANITIZER_PARALLEL=1 runs the tools at once, each in a process of its own), racecheck
 #              also on runs that reuse the recurrence's stage ring and on the decode kernels, the
 #              numerics and in-place cases; memcheck on the 8-thread x 4-stream concurrency test
-#   random     GpuRandomMatrix (tests/gpu/test_gpu_random_matrix.cpp) on a longer draw: RANDOM_CONFIGS
-#              configurations (default 400) of seed RANDOM_SEED (default 7), then RANDOM_SAN_CONFIGS (default
-#              12) of them under compute-sanitizer memcheck, synccheck and racecheck (at once)
+#   random     GpuRandomMatrix (tests/gpu/test_gpu_random_matrix.cpp) and GpuDecodeRandomMatrix
+#              (test_gpu_decode_random.cpp) on a longer draw: RANDOM_CONFIGS configurations (default 400)
+#              of seed RANDOM_SEED (default 7) each, then RANDOM_SAN_CONFIGS (default 12) of them under
+#              compute-sanitizer memcheck, synccheck and racecheck (at once)
 #   bench      C++ benchmark over bench/cases.json -> bench.json (input of make_benchmark_md.py); the GPU
 #              idles 0.3 s before every case (run_bench), also for older baselines' binaries
 #   decode     C++ decode benchmark (decode group of cases.json, bf16-pool twins, verify T = 4; every
@@ -191,17 +192,20 @@ stage_sanitizer() {
 }
 
 stage_random() {
-  # Random configurations of the option matrix against the float64 recurrence (each also run again, and
-  # as a graph replay, strided views, in place, with int32 offsets or f32 g and beta), then a few under the
-  # three sanitizer tools.
+  # Random configurations of the option matrices against the float64 recurrence: kda_fwd's (each also run
+  # again, and as a graph replay, strided views, in place, with int32 offsets or f32 g and beta) and
+  # kda_decode's (every stored value correctly rounded; again as a graph replay, another kernel
+  # configuration or the same call), then a few of each under the three sanitizer tools.
   local rc=0 r name
   local seed=${RANDOM_SEED:-7} n=${RANDOM_CONFIGS:-400} nsan=${RANDOM_SAN_CONFIGS:-12}
+  local tests='GpuRandomMatrix.*:GpuDecodeRandomMatrix.*'
   FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$n timeout 900 "$BUILD/tests/gpu/test_gpu" \
-    --gtest_filter='GpuRandomMatrix.*' >"$LOG/random.log" 2>&1 || rc=$((rc + 1))
-  echo "GpuRandomMatrix, seed $seed, $n configurations: $(grep -cE '^\[ random \] #' "$LOG/random.log") drawn; $(grep -E 'PASSED|FAILED' "$LOG/random.log" | tail -2 | tr '\n' ' ')"
+    --gtest_filter="$tests" >"$LOG/random.log" 2>&1 || rc=$((rc + 1))
+  echo "GpuRandomMatrix and GpuDecodeRandomMatrix, seed $seed, $n configurations each: $(grep -cE '^\[ random \] #' "$LOG/random.log") and $(grep -cE '^\[ decode-random \] #' "$LOG/random.log") drawn; $(grep -E 'PASSED|FAILED' "$LOG/random.log" | tail -2 | tr '\n' ' ')"
+  grep -E '^\[ decode-random \] [0-9]+ configurations' "$LOG/random.log"
   grep -E "Failure|Expected|Which is|random \] #" "$LOG/random.log" | grep -B1 -A3 Failure | head -60
   for name in memcheck synccheck racecheck; do
-    san_run "random_$name" $name 'GpuRandomMatrix.*' FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$nsan &
+    san_run "random_$name" $name "$tests" FLASH_KDA_RANDOM_SEED=$seed FLASH_KDA_RANDOM_CONFIGS=$nsan &
   done
   wait
   for name in memcheck synccheck racecheck; do

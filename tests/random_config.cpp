@@ -22,9 +22,9 @@ const char* dtype_name(kda_dtype d) {
 
 // One configuration from its own seed (so that any one can be drawn again alone).
 Config draw_one(uint64_t seed) {
-  std::mt19937_64 r(seed);
-  auto pick = [&](int n) { return static_cast<int>(r() % static_cast<uint64_t>(n)); };
-  auto chance = [&](int percent) { return pick(100) < percent; };
+  Dice dice(seed);
+  auto pick = [&](int n) { return dice.pick(n); };
+  auto chance = [&](int percent) { return dice.chance(percent); };
   Config c;
   ProblemSpec& s = c.spec;
   s.seed = seed;
@@ -54,18 +54,13 @@ Config draw_one(uint64_t seed) {
     do s.T = kT[pick(17)];
     while (s.B * s.T > budget);
   }
-  const int gate = pick(10);
-  s.gate = gate < 6 ? KDA_GATE_BOUNDED : gate < 8 ? KDA_GATE_SOFTPLUS : KDA_GATE_PREACTIVATED;
-  static const float kLower[] = {-5.0f, -5.0f, -3.0f, -1.0f, -0.25f};
-  s.lower_bound = kLower[pick(5)];
-  s.with_A_log = chance(80);
-  s.with_dt_bias = chance(80);
+  draw_gate(dice, s);
   static const float kGScale[] = {1.0f, 1.0f, 2.0f, 4.0f};
   s.g_scale = kGScale[pick(4)];
   if (s.with_dt_bias && chance(20)) {  // slow key channels in some value heads (long memory)
     static const int kEvery[] = {1, 4, 8};
     s.slow_every = kEvery[pick(3)];
-    s.slow_heads = chance(50) ? ~uint64_t{0} : r();
+    s.slow_heads = chance(50) ? ~uint64_t{0} : dice.next();
   }
   static const kda_dtype kStates[] = {KDA_DTYPE_NONE, KDA_DTYPE_BF16, KDA_DTYPE_F32};
   s.initial_state = kStates[pick(3)];
@@ -158,39 +153,44 @@ RandomDraw random_draw(uint64_t seed, uint64_t count) {
 
 Config draw_config(uint64_t seed, uint64_t index) { return draw_one(seed * 1000003u + index); }
 
-int for_each_config(const RandomDraw& d, const std::function<void(int index, const Config& c)>& check) {
-  std::printf("[ random ] seed %llu, %llu configurations%s\n", static_cast<unsigned long long>(d.seed),
+int for_each_index(const RandomDraw& d, const char* tag, const std::function<void(uint64_t index)>& run) {
+  std::printf("[ %s ] seed %llu, %llu configurations%s\n", tag, static_cast<unsigned long long>(d.seed),
               static_cast<unsigned long long>(d.count), d.only >= 0 ? " (one of them)" : "");
   int ran = 0;
   for (uint64_t i = 0; i < d.count; ++i) {
     if (d.only >= 0 && static_cast<uint64_t>(d.only) != i) continue;
-    check(static_cast<int>(i), draw_config(d.seed, i));  // (a failed configuration does not stop the others)
+    run(i);  // (a failed configuration does not stop the others)
     ++ran;
   }
   return ran;
+}
+
+int for_each_config(const RandomDraw& d, const std::function<void(int index, const Config& c)>& check) {
+  return for_each_index(d, "random", [&](uint64_t i) { check(static_cast<int>(i), draw_config(d.seed, i)); });
+}
+
+void adjust_token_inputs(bool beta_probs, bool unit_qk, std::vector<uint16_t>* beta, std::vector<uint16_t>* q,
+                         std::vector<uint16_t>* k) {
+  if (beta_probs)
+    for (uint16_t& b : *beta) b = float_to_bf16(static_cast<float>(1.0 / (1.0 + std::exp(-double(bf16_to_float(b))))));
+  if (unit_qk) {
+    unit_norm_bf16_rows(q);
+    unit_norm_bf16_rows(k);
+  }
 }
 
 // The problem of a configuration, its inputs adjusted to the flags (beta as probabilities, unit-norm
 // q and k: the values the CPU and GPU both read), and the flags on its params.
 RandomProblem make_problem(const Config& c) {
   RandomProblem p = make_random_problem(c.spec);
-  if (c.beta_probs)
-    for (uint16_t& b : p.beta) b = float_to_bf16(static_cast<float>(1.0 / (1.0 + std::exp(-double(bf16_to_float(b))))));
-  if (c.unit_qk) {
-    unit_norm_bf16_rows(&p.q);
-    unit_norm_bf16_rows(&p.k);
-  }
+  adjust_token_inputs(c.beta_probs, c.unit_qk, &p.beta, &p.q, &p.k);
   return p;
 }
 
 kda_fwd_params params_of(const Config& c, RandomProblem& p) {
   kda_fwd_params prm = p.params();
-  prm.beta_sigmoid = !c.beta_probs;
-  prm.qk_l2norm = !c.unit_qk;
-  prm.allow_neg_eigval = c.neg;
-  prm.scale = c.scale;
+  set_shared_flags(prm, c.beta_probs, c.unit_qk, c.neg, c.scale, c.trusted);
   prm.single_pass = c.single_pass;
-  prm.trusted_pointers = c.trusted;
   return prm;
 }
 

@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "flash_kda/flash_kda.h"
 #include "tests/random_problem.h"
@@ -58,6 +60,47 @@ RandomDraw random_draw(uint64_t seed, uint64_t count);
 // Runs `check` on every configuration of the draw (or on its `only` one), after a line naming the draw;
 // returns how many ran (a test asserts that some did).
 int for_each_config(const RandomDraw& d, const std::function<void(int index, const Config& c)>& check);
+// The same over indices, the line tagged `tag` (random_decode_config.h's draw uses it too).
+int for_each_index(const RandomDraw& d, const char* tag, const std::function<void(uint64_t index)>& run);
+
+// A configuration's dice (each configuration is drawn from its own seed).
+class Dice {
+ public:
+  explicit Dice(uint64_t seed) : r_(seed) {}
+  int pick(int n) { return static_cast<int>(r_() % static_cast<uint64_t>(n)); }  // [0, n)
+  bool chance(int percent) { return pick(100) < percent; }
+  uint64_t next() { return r_(); }
+
+ private:
+  std::mt19937_64 r_;
+};
+
+// The gate of a draw (ProblemSpec or DecodeSpec): bounded 60%, softplus 20%, pre-activated 20%; the
+// lower bound; A_log and dt_bias each present 80%.
+template <typename Spec>
+void draw_gate(Dice& d, Spec& s) {
+  const int gate = d.pick(10);
+  s.gate = gate < 6 ? KDA_GATE_BOUNDED : gate < 8 ? KDA_GATE_SOFTPLUS : KDA_GATE_PREACTIVATED;
+  static const float kLower[] = {-5.0f, -5.0f, -3.0f, -1.0f, -0.25f};
+  s.lower_bound = kLower[d.pick(5)];
+  s.with_A_log = d.chance(80);
+  s.with_dt_bias = d.chance(80);
+}
+
+// The flags both option matrices set, on kda_fwd_params or kda_decode_params.
+template <typename Params>
+void set_shared_flags(Params& p, bool beta_probs, bool unit_qk, bool neg, double scale, bool trusted) {
+  p.beta_sigmoid = !beta_probs;
+  p.qk_l2norm = !unit_qk;
+  p.allow_neg_eigval = neg;
+  p.scale = scale;
+  p.trusted_pointers = trusted;
+}
+
+// Token inputs adjusted to the flags: beta as probabilities (sigmoid of the drawn logits, in bf16),
+// q and k unit-norm rows.
+void adjust_token_inputs(bool beta_probs, bool unit_qk, std::vector<uint16_t>* beta, std::vector<uint16_t>* q,
+                         std::vector<uint16_t>* k);
 
 // Configuration i of the draw of `seed` (each from its own seed, so that one can be drawn again alone).
 Config draw_config(uint64_t seed, uint64_t index);
