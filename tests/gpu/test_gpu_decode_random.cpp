@@ -5,7 +5,7 @@
 // unit in the last place of its dtype of the float64 value, plus 1e-3 (outputs) or 1e-4 (states) of its
 // row's root mean square; the slots the call does not write bitwise unchanged; no NaN or Inf. Truncated
 // bf16 stores and a bf16 intermediate (tests/mutants 33-35) fail it: killed on an H100, 2026-12-05,
-// where the GPU's float32 part stayed at 1.2e-5 (outputs) and 8.2e-6 (states) of the row rms over 1,275
+// where the GPU's float32 part stayed at 1.2e-5 (outputs) and 8.2e-6 (states) of the row rms over 1,260
 // configurations. (33 and 35 passed the hand-written decode tests' relative-L2 tolerances of the time.)
 // Each configuration then runs in one more way that must give the same bits: a CUDA graph's replay,
 // another kernel configuration with the other trusted_pointers value, or the same call again.
