@@ -17,20 +17,12 @@ void load_slot(const DecodeProblem& dp, int64_t slot, int64_t hv, R* S) {
   for (int64_t i = 0; i < count; ++i) S[i] = load_element<R>(pool, base + i);
 }
 
-void store_slot(const DecodeProblem& dp, int64_t slot, int64_t hv, const float* S, double*) {
-  const kda_tensor& pool = dp.params->state_pool;
-  const int64_t count = dp.pr.V * dp.pr.K;
-  const int64_t base = slot * dp.pool_stride + hv * count;
-  if (dp.pool_f32) {
-    float* dst = static_cast<float*>(pool.data) + base;
-    for (int64_t i = 0; i < count; ++i) dst[i] = S[i];
-  } else {
-    uint16_t* dst = static_cast<uint16_t*>(pool.data) + base;
-    for (int64_t i = 0; i < count; ++i) dst[i] = float_to_bf16(S[i]);
-  }
-}
+// bf16 rounded to nearest even from the state's own precision (one rounding).
+uint16_t state_to_bf16(double x) { return double_to_bf16(x); }
+uint16_t state_to_bf16(float x) { return float_to_bf16(x); }
 
-void store_slot(const DecodeProblem& dp, int64_t slot, int64_t hv, const double* S, double* pool_exact) {
+template <class R>
+void store_slot(const DecodeProblem& dp, int64_t slot, int64_t hv, const R* S, double* pool_exact) {
   const kda_tensor& pool = dp.params->state_pool;
   const int64_t count = dp.pr.V * dp.pr.K;
   const int64_t base = slot * dp.pool_stride + hv * count;
@@ -43,7 +35,7 @@ void store_slot(const DecodeProblem& dp, int64_t slot, int64_t hv, const double*
     for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<float>(S[i]);
   } else {
     uint16_t* dst = static_cast<uint16_t*>(pool.data) + base;
-    for (int64_t i = 0; i < count; ++i) dst[i] = double_to_bf16(S[i]);
+    for (int64_t i = 0; i < count; ++i) dst[i] = state_to_bf16(S[i]);
   }
 }
 

@@ -62,7 +62,10 @@ DecodeConfig draw_one(uint64_t seed) {
       longest = std::max(longest, len);
       s.cu_seqlens.push_back(s.cu_seqlens.back() + len);
     }
-    if (s.cu_seqlens.back() == 0) s.cu_seqlens.back() = 1, longest = std::max<int64_t>(longest, 1);
+    if (s.cu_seqlens.back() == 0) {  // at least one token in the call
+      s.cu_seqlens.back() = 1;
+      longest = 1;
+    }
     if (s.idx_dims == 2) s.idx_cols = 1 + pick(static_cast<int>(std::min<int64_t>(8, std::max<int64_t>(1, longest))));
     N = n;
     while (N * (s.idx_dims == 2 ? s.idx_cols : 1) > max_slots && s.idx_cols > 1) --s.idx_cols;
