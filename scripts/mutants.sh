@@ -16,8 +16,8 @@
 #       `return make_error(` of HOST_FILES (default src/api/validate.cpp, validate_cp.cpp,
 #       validate_decode.cpp, memory_rules.cpp, decode_check.cpp, api.cpp, api_cp.cpp) a mutant whose
 #       check reports nothing (`(void)make_error(`: the call goes on as if the input were valid), its
-#       object compiled with the build's command, and every host test binary (but test_random_matrix_cpu,
-#       whose inputs are all valid) relinked and run until one fails. Prints one line per mutant (killed by which binary, or SURVIVED) and the counts; exit
+#       object compiled with the build's command, and every host test binary (but test_random_matrix_cpu and
+#       test_decode_random_cpu, whose inputs are all valid) relinked and run until one fails. Prints one line per mutant (killed by which binary, or SURVIVED) and the counts; exit
 #       status: the survivors not listed in tests/mutants/host_survivors.txt (lines "FILE|TEXT": a
 #       survivor of FILE whose mutated line or the line after it contains TEXT, each with the reason it
 #       is left). CI runs it.
@@ -139,10 +139,11 @@ host_mutants() {
   local tmp f n i line obj member link t killed survived=0 expected=0 total=0 ok text known
   tmp=$(mktemp -d /tmp/flash_kda_host_mutant.XXXX)
   local tests
-  # (Not test_random_matrix_cpu: its ~20 s of random configurations are valid inputs only, which no removed
-  # refusal can change, and it would run in full before test_validation for most mutants.)
+  # (Not test_random_matrix_cpu nor test_decode_random_cpu: their ~20 s each of random configurations are
+  # valid inputs only, which no removed refusal can change, and they would run in full before
+  # test_validation or test_decode_validation for most mutants.)
   tests=$(ninja -C "$BUILD" -t targets all | grep -oE '^tests/test_[a-z_0-9]+:' | tr -d ':' | sort -u |
-    grep -vx 'tests/test_random_matrix_cpu')
+    grep -vx -e 'tests/test_random_matrix_cpu' -e 'tests/test_decode_random_cpu')
   for f in $files; do
     obj=CMakeFiles/flash_kda.dir/$f.o
     member=$(basename "$obj")

@@ -112,8 +112,9 @@ void check_steps_against_prefill(kda_dtype pool_dtype, int64_t prefix, const cha
   EXPECT_EQ(count_non_finite(out_steps) + count_non_finite(state), 0u);
   const bool f32 = pool_dtype == KDA_DTYPE_F32;  // a bf16 pool rounds the state after every step
   EXPECT_LE(eo, f32 ? 4e-3 : 1e-2) << what;
-  // The f32 pool's steps run the float64 recurrence's arithmetic in float32 (1.1e-7 measured), the
-  // prefill the chunked algebra with bf16 operands (2.2e-5): bounds ~10x those (3e-3 until session 53).
+  // With an f32 pool the steps' state is float32 arithmetic on the float64 recurrence (1.1e-7 from it
+  // measured), the prefill's the chunked algebra with bf16 operands (2.2e-5 from the steps): bounds ~10x
+  // those (3e-3 until session 53).
   EXPECT_LE(es, f32 ? 1e-6 : 1e-2) << what;
   EXPECT_LE(xo, f32 ? 4e-3 : 1e-2) << what;
   EXPECT_LE(xs, f32 ? 2e-4 : 1e-2) << what;
