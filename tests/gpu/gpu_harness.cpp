@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -157,20 +158,63 @@ kda_status run_on_gpu(const kda_fwd_params& host, int repeats) {
   return st;
 }
 
-GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params&)>& adjust) {
-  RandomProblem ref = gpu;
-  kda_fwd_params gp = gpu.params(), rp = ref.params();
+ErrorBounds emulated_bounds(const RunErrors& emu) { return {1.5 * emu.out + 2e-4, 2.0 * emu.state + 1e-5}; }
+
+GpuErrors errors_with_emulation(const RandomProblem& ran, const RandomProblem& inputs,
+                                const std::function<void(kda_fwd_params&)>& adjust) {
+  RandomProblem ref = inputs, emu = inputs;
+  kda_fwd_params rp = ref.params(), ep = emu.params();
   if (adjust) {
-    adjust(gp);
     adjust(rp);
+    adjust(ep);
   }
+  const ExactReference exact = reference_f64(rp);
+  run_emulated_kernel(ep);
+  GpuErrors e;
+  static_cast<RunErrors&>(e) = errors_against(ran, exact);
+  e.emulated = errors_against(emu, exact);
+  e.has_emulated = true;
+  return e;
+}
+
+GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params&)>& adjust) {
+  const RandomProblem inputs = gpu;
+  kda_fwd_params gp = gpu.params();
+  if (adjust) adjust(gp);
   const kda_status st = run_on_gpu(gp);
   if (st.code != KDA_OK) throw std::runtime_error(st.message);
-  return errors_against(gpu, reference_f64(rp));
+  return errors_with_emulation(gpu, inputs, adjust);
+}
+
+RunErrors golden_errors(const GoldenCase& c, const HostOutputs& outs) {
+  RunErrors e;
+  const std::vector<double> out = bf16_to_f64(outs.out), state = f32_to_f64(outs.final_state);
+  e.out = rel_l2(out, c.find("expected_o")->to_f64());
+  e.state = rel_l2(state, c.find("expected_final_state")->to_f64());
+  e.non_finite = count_non_finite(out) + count_non_finite(state);
+  return e;
+}
+
+RunErrors emulated_golden_errors(const GoldenCase& c) {
+  HostOutputs outs = make_host_outputs(c, 0xffff, std::numeric_limits<float>::quiet_NaN());
+  run_emulated_kernel(make_host_params(c, &outs));
+  return golden_errors(c, outs);
+}
+
+void expect_as_emulated(const std::string& what, const RunErrors& e, const RunErrors& emu) {
+  const ErrorBounds b = emulated_bounds(emu);
+  EXPECT_LE(e.out, b.out) << what << " (out, against the emulated kernel's " << emu.out << ")";
+  EXPECT_LE(e.state, b.state) << what << " (final state, against the emulated kernel's " << emu.state << ")";
 }
 
 void expect_close(const char* what, const GpuErrors& e, double out_tol, double state_tol) {
-  std::printf("[ errors ] %-44s out %.3e final_state %.3e\n", what, e.out, e.state);
+  if (!e.has_emulated) {
+    std::printf("[ errors ] %-44s out %.3e final_state %.3e\n", what, e.out, e.state);
+  } else {
+    std::printf("[ errors ] %-44s out %.3e final_state %.3e (emulated kernel %.3e, %.3e)\n", what, e.out, e.state,
+                e.emulated.out, e.emulated.state);
+    expect_as_emulated(what, e, e.emulated);
+  }
   EXPECT_EQ(e.non_finite, 0u) << what;
   EXPECT_LE(e.out, out_tol) << what;
   EXPECT_LE(e.state, state_tol) << what;

@@ -47,15 +47,14 @@ void run_or_fail(const kda_fwd_params& prm, const std::string& what) {
   ASSERT_EQ(st.code, KDA_OK) << what << ": " << st.message;
 }
 
-// What a run's errors against float64 may be: the emulated kernel's (`emu`) by the rule above.
-struct Bounds {
-  double out = 0, state = 0;
-};
-Bounds bounds_from(const GpuErrors& emu) {
-  return {std::min(kRandomMatrixCeiling, 1.5 * emu.out + 2e-4), std::min(kRandomMatrixCeiling, 2.0 * emu.state + 1e-5)};
+// What a run's errors against float64 may be: the emulated kernel's (`emu`) by the rule above
+// (gpu_harness.h's emulated_bounds), under the ceiling.
+ErrorBounds bounds_from(const RunErrors& emu) {
+  const ErrorBounds b = emulated_bounds(emu);
+  return {std::min(kRandomMatrixCeiling, b.out), std::min(kRandomMatrixCeiling, b.state)};
 }
 
-void expect_within(const GpuErrors& e, const Bounds& b, const std::string& what) {
+void expect_within(const RunErrors& e, const ErrorBounds& b, const std::string& what) {
   EXPECT_EQ(e.non_finite, 0u) << what;
   EXPECT_LE(e.out, b.out) << what << " (out, against the emulated kernel's bound)";
   EXPECT_LE(e.state, b.state) << what << " (final state, against the emulated kernel's bound)";
@@ -71,12 +70,12 @@ void check_config(int index, const Config& c) {
   // The emulated kernel (on the CPU, every core), its errors against the same float64 run.
   RandomProblem emu = base;
   run_emulated_kernel(params_of(c, emu));
-  const GpuErrors em = errors_against(emu, exact);
-  const Bounds b = bounds_from(em);
+  const RunErrors em = errors_against(emu, exact);
+  const ErrorBounds b = bounds_from(em);
 
   RandomProblem a = base;
   ASSERT_NO_FATAL_FAILURE(run_or_fail(params_of(c, a), what));
-  const GpuErrors e = errors_against(a, exact);
+  const RunErrors e = errors_against(a, exact);
   std::printf("[ random ]   out %.3e final_state %.3e (emulated kernel %.3e, %.3e)\n", e.out, e.state, em.out, em.state);
   expect_within(e, b, what);
 
@@ -125,7 +124,7 @@ void check_config(int index, const Config& c) {
       kda_fwd_params prm = params_of(c, ip);
       prm.final_state.data = prm.initial_state.data;
       ASSERT_NO_FATAL_FAILURE(run_or_fail(prm, what + " (in place)"));
-      const GpuErrors ei = errors_against(ip, exact, true);
+      const RunErrors ei = errors_against(ip, exact, true);
       std::printf("[ random ]   in place: out %.3e final_state %.3e\n", ei.out, ei.state);
       expect_within(ei, b, what + " (in place)");
       break;

@@ -126,7 +126,7 @@ TEST(GpuSinglePass, BoundedPiecesFallBackUnitByUnit) {
     const auto [dout, dstate] = distance(one, two);
     std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
     EXPECT_LT(dout, 5e-3) << name;
-    EXPECT_LT(dstate, 2e-3) << name;
+    EXPECT_LT(dstate, kPathsStateDistance) << name;
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t hv = 0; hv < c.HV; ++hv) {
         const bool slow = (c.slow_heads >> hv) & 1;
@@ -157,6 +157,7 @@ TEST(GpuSinglePass, AutomaticPiecesInTwoWavesMatchTheTwoKernels) {
   s.slow_heads = 0x12;  // heads 1 and 4
   RandomProblem one = make_random_problem(s);
   RandomProblem two = one;
+  const RandomProblem inputs = one;  // (the oracles')
   kda_fwd_params pa = one.params();
   ASSERT_EQ(pa.single_pass, KDA_SINGLE_PASS_AUTO);
   ASSERT_EQ(pa.context_split, 0);
@@ -169,7 +170,8 @@ TEST(GpuSinglePass, AutomaticPiecesInTwoWavesMatchTheTwoKernels) {
   const auto [dout, dstate] = distance(one, two);
   std::printf("[ single  ] %s: out %.3e, state %.3e from the two kernels\n", name, dout, dstate);
   EXPECT_LT(dout, 5e-3) << name;
-  EXPECT_LT(dstate, 2e-3) << name;
+  EXPECT_LT(dstate, kPathsStateDistance) << name;
+  expect_close(name, errors_with_emulation(one, inputs), 5e-3, 4e-3);
   for (int64_t hv = 0; hv < s.HV; ++hv) {
     const bool slow = (s.slow_heads >> hv) & 1;
     EXPECT_EQ(unit_identical(one, two, 0, hv), slow)
@@ -276,6 +278,7 @@ void expect_pieces_fall_back_to_whole_sequences(int64_t T, int64_t heads, uint64
   auto is_slow = [&](int64_t hv) { return ((slow.slow_heads >> (hv % 64)) & 1) != 0; };
   RandomProblem one = make_random_problem(slow);
   RandomProblem whole = one, two = one;
+  const RandomProblem inputs = one;  // (the oracles')
   kda_fwd_params pa = one.params();
   ASSERT_EQ(pa.single_pass, KDA_SINGLE_PASS_AUTO);
   Problem pr;
@@ -327,10 +330,14 @@ void expect_pieces_fall_back_to_whole_sequences(int64_t T, int64_t heads, uint64
   const auto [nout, nstate] = distance(one, two);
   std::printf("[ single  ] %s: out %.3e, state %.3e from whole sequences; %.3e, %.3e from the two kernels\n", name,
               dout, dstate, nout, nstate);
+  // From whole sequences: rounding only (bitwise equal on these gates, measured 0); from the two kernels,
+  // whose long-memory units carry their own rounding: 5.5e-4 (H200, 2026-12-05). And against float64,
+  // by the emulated kernel's prediction.
   EXPECT_LT(dout, 5e-3) << name;
-  EXPECT_LT(dstate, 2e-3) << name;
+  EXPECT_LT(dstate, kPathsStateDistance) << name;
   EXPECT_LT(nout, 5e-3) << name;
   EXPECT_LT(nstate, 2e-3) << name;
+  expect_close(name, errors_with_emulation(one, inputs), 5e-3, 4e-3);
   for (int64_t hv = 0; hv < slow.HV; ++hv)
     if (is_slow(hv)) {
       EXPECT_TRUE(unit_identical(one, whole, 0, hv)) << name << ": head " << hv << " must run whole";

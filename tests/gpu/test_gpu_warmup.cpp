@@ -39,9 +39,7 @@ void apply(const Config& c, kda_fwd_params& p) {
   p.context_warmup_chunks = c.warmup_chunks;
 }
 
-struct GoldenErrors {
-  double out = 0, state = 0;
-  size_t non_finite = 0;
+struct GoldenErrors : RunErrors {
   double out_tol = 0, state_tol = 0;
   HostOutputs outs;
 };
@@ -53,10 +51,7 @@ GoldenErrors run_golden(const std::string& dir, const GoldenCase& gc, const Conf
   apply(c, p);
   const kda_status st = run_on_gpu(p);
   EXPECT_EQ(st.code, KDA_OK) << st.message;
-  const std::vector<double> out = bf16_to_f64(e.outs.out), state = f32_to_f64(e.outs.final_state);
-  e.out = rel_l2(out, gc.find("expected_o")->to_f64());
-  e.state = rel_l2(state, gc.find("expected_final_state")->to_f64());
-  e.non_finite = count_non_finite(out) + count_non_finite(state);
+  static_cast<RunErrors&>(e) = golden_errors(gc, e.outs);
   golden_tolerance(dir, gc.name, &e.out_tol, &e.state_tol);
   return e;
 }
@@ -68,6 +63,9 @@ void check_every_method(const std::string& dir, const std::vector<std::string>& 
   for (const std::string& name : names) {
     GoldenCase gc;
     ASSERT_TRUE(load_golden_case(dir, name, &gc, &error)) << error;
+    const RunErrors emu = emulated_golden_errors(gc);  // (every configuration's prediction)
+    std::printf("[ errors ] %s%-20s emulated kernel out %.3e final_state %.3e\n", label, name.c_str(), emu.out,
+                emu.state);
     for (const Config& c : kConfigs) {
       const GoldenErrors e = run_golden(dir, gc, c);
       std::printf("[ errors ] %s%-20s %-10s out %.3e (tol %.2e) final_state %.3e (tol %.2e)\n", label, name.c_str(),
@@ -75,6 +73,7 @@ void check_every_method(const std::string& dir, const std::vector<std::string>& 
       EXPECT_EQ(e.non_finite, 0u) << label << name << " " << c.name;
       EXPECT_LE(e.out, e.out_tol) << label << name << " " << c.name;
       EXPECT_LE(e.state, e.state_tol) << label << name << " " << c.name;
+      expect_as_emulated(std::string(label) + name + " " + c.name, e, emu);
     }
   }
 }
@@ -161,6 +160,7 @@ TEST(GpuWarmup, IgnoringTheBoundFailsOnGoldenLongMemory) {
   const GoldenErrors ok = run_golden(dir, gc, {"warm-up 16", KDA_CONTEXT_WARMUP, 16, 0});
   EXPECT_LE(ok.out, ok.out_tol);
   EXPECT_LE(ok.state, ok.state_tol);
+  expect_as_emulated("long_memory guarded", ok, emulated_golden_errors(gc));
   const GoldenErrors bad = run_golden(dir, gc, {"forced w=1", KDA_CONTEXT_WARMUP, 16, 1});
   std::printf("[ errors ] long_memory guarded out %.3e / %.3e; forced w = 1: out %.3e final_state %.3e\n", ok.out,
               ok.state, bad.out, bad.state);
