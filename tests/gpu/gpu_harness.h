@@ -97,7 +97,8 @@ struct GpuErrors : RunErrors {
 // 1.5x the emulated error + 2e-4, the final state within 2x + 1e-5. Measured: GPU / emulated
 // 0.99-1.25 for out and 0.80-1.28 for final states (at least 1e-5 emulated; up to 2.1 below it,
 // where float32 summation order alone moves errors of 2-6e-6) over GpuRandomMatrix's 1,240
-// configurations (H100, 2026-12-05); the whole suite's expect_close sites in both modes: docs/design.md §2.5.
+// configurations (H100, 2026-12-05). The hand-written checks below were put under it in session 54
+// (2026-12-06) without a GPU run: tests/mutants/README.md, "Mutants 36 and 37", says what to run.
 struct ErrorBounds {
   double out = 0, state = 0;
 };
