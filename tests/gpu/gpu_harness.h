@@ -97,12 +97,14 @@ struct GpuErrors : RunErrors {
 // 1.5x the emulated error + 2e-4, the final state within 2x + 1e-5. Measured: GPU / emulated
 // 0.99-1.25 for out and 0.80-1.28 for final states (at least 1e-5 emulated; up to 2.1 below it,
 // where float32 summation order alone moves errors of 2-6e-6) over GpuRandomMatrix's 1,240
-// configurations (H100, 2026-12-05). The hand-written checks below were put under it in session 54
-// (2026-12-06) without a GPU run: tests/mutants/README.md, "Mutants 36 and 37", says what to run.
+// configurations (H100, 2026-12-05). The hand-written checks below (session 54) met it on an H100
+// (2026-12-06, the whole suite by default, all but the decode matrix and the repository's golden
+// cases with the single pass forced): out at most 0.81 of its allowance, final states 0.65, except
+// the sharded runs, which get `state_factor` 3 (test_gpu_transition.cpp says why).
 struct ErrorBounds {
   double out = 0, state = 0;
 };
-ErrorBounds emulated_bounds(const RunErrors& emu);
+ErrorBounds emulated_bounds(const RunErrors& emu, double state_factor = 2.0);
 
 // The errors of `ran` (its out / final state written by a run on `inputs`' inputs) against the
 // float64 recurrence on `inputs`, and the emulated kernel's on `inputs` (has_emulated set); both
@@ -115,8 +117,8 @@ RunErrors golden_errors(const GoldenCase& c, const HostOutputs& outs);
 // The emulated kernel's errors on golden case `c` against its expected values.
 RunErrors emulated_golden_errors(const GoldenCase& c);
 
-// Expects `e` within emulated_bounds(emu) (printing nothing).
-void expect_as_emulated(const std::string& what, const RunErrors& e, const RunErrors& emu);
+// Expects `e` within emulated_bounds(emu, state_factor) (printing nothing).
+void expect_as_emulated(const std::string& what, const RunErrors& e, const RunErrors& emu, double state_factor = 2.0);
 
 // Runs `gpu` on the GPU (writing its out / final state) and copies on the CPU float64 recurrence and
 // the emulated kernel, all three with params() passed through `adjust` when given.
@@ -125,8 +127,10 @@ GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params
 // Prints the errors ("[ errors ] what ... (emulated kernel ...)") and expects no non-finite value,
 // both errors within the fixed tolerances (the ceilings: the golden pass rule and the like) and, when
 // the emulated kernel ran, within emulated_bounds: the per-input rule, the sharper one wherever the
-// inputs are benign (a final state's 3e-3 ceiling against a prediction of ~5e-5).
-void expect_close(const char* what, const GpuErrors& e, double out_tol = 5e-3, double state_tol = 5e-3);
+// inputs are benign (a final state's 3e-3 ceiling against a prediction of ~5e-5). `state_factor`:
+// the final state's multiple of the emulated error (emulated_bounds).
+void expect_close(const char* what, const GpuErrors& e, double out_tol = 5e-3, double state_tol = 5e-3,
+                  double state_factor = 2.0);
 
 // Bitwise equality of two runs' bf16 out and final state (fp32 or bf16).
 void expect_identical(const RandomProblem& a, const RandomProblem& b, const char* what);
