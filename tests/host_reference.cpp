@@ -1,6 +1,7 @@
 // The float64 and emulated-kernel oracles of host params (host_reference.h).
 #include "tests/host_reference.h"
 
+#include <limits>
 #include <stdexcept>
 
 #include "reference/common.h"
@@ -52,5 +53,22 @@ RunErrors errors_against(const RandomProblem& p, const ExactReference& exact, bo
   }
   return e;
 }
+
+RunErrors golden_errors(const GoldenCase& c, const HostOutputs& outs) {
+  RunErrors e;
+  const std::vector<double> out = bf16_to_f64(outs.out), state = f32_to_f64(outs.final_state);
+  e.out = rel_l2(out, c.find("expected_o")->to_f64());
+  e.state = rel_l2(state, c.find("expected_final_state")->to_f64());
+  e.non_finite = count_non_finite(out) + count_non_finite(state);
+  return e;
+}
+
+RunErrors rounded_golden_errors(const GoldenCase& c, const reference::ChunkedRounding& rounding) {
+  HostOutputs outs = make_host_outputs(c, 0xffff, std::numeric_limits<float>::quiet_NaN());
+  run_chunked_f32(make_host_params(c, &outs), rounding);
+  return golden_errors(c, outs);
+}
+
+RunErrors emulated_golden_errors(const GoldenCase& c) { return rounded_golden_errors(c, kernel_rounding()); }
 
 }  // namespace kda::test

@@ -8,6 +8,7 @@
 
 #include "flash_kda/flash_kda.h"
 #include "reference/reference.h"
+#include "tests/golden_io.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -38,5 +39,14 @@ struct RunErrors {
   size_t non_finite = 0;
 };
 RunErrors errors_against(const RandomProblem& p, const ExactReference& exact, bool in_place = false);
+
+// A golden case's run (`outs`, from make_host_outputs: bf16 out, fp32 final state) against the case's
+// expected float64 values.
+RunErrors golden_errors(const GoldenCase& c, const HostOutputs& outs);
+// The float32 chunked algebra with `rounding` on golden case `c` (outputs prefilled with NaN, so an
+// unwritten value counts as non-finite), against its expected values.
+RunErrors rounded_golden_errors(const GoldenCase& c, const reference::ChunkedRounding& rounding);
+// The same with the kernels' roundings (kernel_rounding()): the emulated kernel's errors.
+RunErrors emulated_golden_errors(const GoldenCase& c);
 
 }  // namespace kda::test

@@ -32,6 +32,7 @@
 #include "tests/golden_gen.h"
 #include "tests/kernel_rounding.h"
 #include "tests/golden_io.h"
+#include "tests/host_reference.h"
 #include "tests/naive_oracle.h"
 
 namespace kda::test {
@@ -128,46 +129,32 @@ void check_chunked_f32(const GoldenCase& c) {
   EXPECT_EQ(0, std::memcmp(api_outs.final_state.data(), state_exact.data(), state_exact.size() * sizeof(float)));
 }
 
-// Runs the chunked path with `rounding`; returns bf16-out and fp32-state errors.
-void run_rounded(const GoldenCase& c, const reference::ChunkedRounding& rounding, const std::vector<double>& eo,
-                 const std::vector<double>& es, double* out_err, double* state_err) {
-  HostOutputs outs = make_host_outputs(c);
-  kda_fwd_params p = make_host_params(c, &outs);
-  Problem problem;
-  kda_status s = validate(&p, ValidateMode::kHost, &problem);
-  ASSERT_EQ(s.code, KDA_OK) << s.message;
-  s = reference::fwd_chunked_f32(problem, rounding, 0);
-  ASSERT_EQ(s.code, KDA_OK) << s.message;
-  const std::vector<double> out = bf16_to_f64(outs.out), state = f32_to_f64(outs.final_state);
-  EXPECT_EQ(count_non_finite(out), 0u);
-  EXPECT_EQ(count_non_finite(state), 0u);
-  *out_err = rel_l2(out, eo);
-  *state_err = rel_l2(state, es);
+// The chunked path with `rounding` against the golden values, printed as `what`; no value may be
+// non-finite.
+RunErrors run_rounded(const GoldenCase& c, const reference::ChunkedRounding& rounding, const char* what) {
+  const RunErrors e = rounded_golden_errors(c, rounding);
+  report(c.name, what, e.out, e.state);
+  EXPECT_EQ(e.non_finite, 0u) << c.name << ": " << what;
+  return e;
 }
 
 void check_rounding_emulation(const GoldenCase& c, const std::string& dir) {
-  const std::vector<double> expected_o = c.find("expected_o")->to_f64();
-  const std::vector<double> expected_state = c.find("expected_final_state")->to_f64();
   // The kernel's operand roundings (tests/kernel_rounding.h).
   const reference::ChunkedRounding kernel = kernel_rounding();
-  double out_err = 0, state_err = 0;
-  run_rounded(c, kernel, expected_o, expected_state, &out_err, &state_err);
-  report(c.name, "emulated kernel (no Tb/P rounding)", out_err, state_err);
+  const RunErrors e = run_rounded(c, kernel, "emulated kernel (no Tb/P rounding)");
   double out_tol = 0, state_tol = 0;
   golden_tolerance(dir, c.name, &out_tol, &state_tol);
-  EXPECT_LE(out_err, out_tol);
-  EXPECT_LE(state_err, state_tol);
+  EXPECT_LE(e.out, out_tol);
+  EXPECT_LE(e.state, state_tol);
 
   // For information: Tb and P rounded to bf16 as well (every flag), and the state operand rounded
   // to bf16 instead of split into hi + lo.
   reference::ChunkedRounding all = kernel;
   all.round_small = true;
-  run_rounded(c, all, expected_o, expected_state, &out_err, &state_err);
-  report(c.name, "emulated, all flags (Tb/P bf16)", out_err, state_err);
+  run_rounded(c, all, "emulated, all flags (Tb/P bf16)");
   reference::ChunkedRounding no_split = all;
   no_split.split_state_operand = false;
-  run_rounded(c, no_split, expected_o, expected_state, &out_err, &state_err);
-  report(c.name, "emulated (bf16 S, no split)", out_err, state_err);
+  run_rounded(c, no_split, "emulated (bf16 S, no split)");
 }
 
 // --- the repository's generated cases: always registered; missing data is a failure.

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -186,21 +185,6 @@ GpuErrors gpu_vs_f64(RandomProblem& gpu, const std::function<void(kda_fwd_params
   const kda_status st = run_on_gpu(gp);
   if (st.code != KDA_OK) throw std::runtime_error(st.message);
   return errors_with_emulation(gpu, inputs, adjust);
-}
-
-RunErrors golden_errors(const GoldenCase& c, const HostOutputs& outs) {
-  RunErrors e;
-  const std::vector<double> out = bf16_to_f64(outs.out), state = f32_to_f64(outs.final_state);
-  e.out = rel_l2(out, c.find("expected_o")->to_f64());
-  e.state = rel_l2(state, c.find("expected_final_state")->to_f64());
-  e.non_finite = count_non_finite(out) + count_non_finite(state);
-  return e;
-}
-
-RunErrors emulated_golden_errors(const GoldenCase& c) {
-  HostOutputs outs = make_host_outputs(c, 0xffff, std::numeric_limits<float>::quiet_NaN());
-  run_emulated_kernel(make_host_params(c, &outs));
-  return golden_errors(c, outs);
 }
 
 void expect_as_emulated(const std::string& what, const RunErrors& e, const RunErrors& emu, double state_factor) {

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
-#include "tests/golden_io.h"
 #include "tests/host_reference.h"
 #include "tests/random_problem.h"
 
@@ -111,11 +110,6 @@ ErrorBounds emulated_bounds(const RunErrors& emu, double state_factor = 2.0);
 // oracles get params() passed through `adjust` when given (flags beyond ProblemSpec).
 GpuErrors errors_with_emulation(const RandomProblem& ran, const RandomProblem& inputs,
                                 const std::function<void(kda_fwd_params&)>& adjust = {});
-
-// A golden case's run (`outs`, from make_host_outputs) against the case's expected float64 values.
-RunErrors golden_errors(const GoldenCase& c, const HostOutputs& outs);
-// The emulated kernel's errors on golden case `c` against its expected values.
-RunErrors emulated_golden_errors(const GoldenCase& c);
 
 // Expects `e` within emulated_bounds(emu, state_factor) (printing nothing).
 void expect_as_emulated(const std::string& what, const RunErrors& e, const RunErrors& emu, double state_factor = 2.0);
