@@ -32,6 +32,19 @@ void run_chunked_f32(const kda_fwd_params& host, const reference::ChunkedRoundin
 // (kernel_rounding()), whose out and final_state predict the GPU's error.
 void run_emulated_kernel(const kda_fwd_params& host);
 
+// The CPU emulation of a sharded run (tests/gpu/cp_harness.h's run_sharded: host params split along
+// tokens at `cuts`, fixed batches row by row, packed batches along the packed tokens), writing the
+// params' out and final state: each sequence's pieces (its tokens in each shard, each chunked from its
+// own start) run one after another with the kernels' roundings, each from the previous piece's fp32
+// end state; U and Kr are split (kernel_rounding's split_update_last_chunks) only in the piece that
+// ends the sequence, as on the GPU, where that piece's kda_fwd_prepared stores the final state and the
+// earlier pieces' transitions have no final split. Where the last piece ends in a partial chunk, the
+// split then covers only those few tokens: with slowly decaying gates the final state keeps the
+// unsplit rounding of the chunk before, which one call over the whole sequence splits. An empty
+// sequence's final state is its initial state (fp32 final states only). Throws std::runtime_error
+// when the params do not validate or the cuts do not run from 0 to the tokens' end.
+void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>& cuts);
+
 // Relative L2 errors of a run's bf16 out and of its final state (by the spec's final-state dtype; in the
 // initial-state buffers after an in-place run) against the float64 results, and the non-finite count.
 struct RunErrors {
