@@ -250,12 +250,17 @@ void run_seq_head(const Problem& pr, const ChunkedRounding& r, int64_t n, int64_
 
   ChunkedRounding r_last = r;  // the last split_update_last_chunks chunks: U and Kr as pairs
   r_last.split_u = r_last.split_kr = true;
+  // Chunks are counted from the sequence's end in whole chunks of C from its start; the split ones
+  // hold at least split_update_min_tokens tokens where the sequence has them.
+  const int64_t last_chunk_start = range.bos + ((range.eos - range.bos - 1) / C) * C;
+  int64_t split_chunks = r.split_update_last_chunks;
+  if (split_chunks > 0)
+    while (range.eos - (last_chunk_start - (split_chunks - 1) * C) < r.split_update_min_tokens &&
+           last_chunk_start - (split_chunks - 1) * C > range.bos)
+      ++split_chunks;
   for (int64_t start = range.bos; start < range.eos; start += C) {
     const int L = static_cast<int>(std::min<int64_t>(C, range.eos - start));
-    // Chunks are counted from the sequence's end in whole chunks of C from its start.
-    const int64_t last_chunk_start = range.bos + ((range.eos - range.bos - 1) / C) * C;
-    const bool split_here = r.split_update_last_chunks > 0 &&
-                            start > last_chunk_start - static_cast<int64_t>(r.split_update_last_chunks) * C;
+    const bool split_here = split_chunks > 0 && start > last_chunk_start - split_chunks * C;
     const ChunkedRounding& rc = split_here ? r_last : r;
     load_chunk(pr, hp, hv, start, L, chunk.get());
     decayed_rows(chunk.get());

@@ -34,6 +34,10 @@ struct ChunkedRounding {
   // U and Kr as bf16 hi + lo pairs only in the last n chunks of each sequence (the chunks whose
   // rounding the final state keeps; 0: none): what a kernel could spend on the final state alone.
   int split_update_last_chunks = 0;
+  // ... and more of the last chunks, until they hold at least this many tokens (0: no more): with 8,
+  // a sequence whose last chunk holds fewer than 8 tokens has the chunk before split too (the kernels
+  // since session 56, kernel_params.h's final_split_chunks).
+  int split_update_min_tokens = 0;
 };
 
 // Token-by-token recurrence in float64. Inputs must be host pointers. `num_threads` <= 0: all cores.

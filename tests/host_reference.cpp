@@ -61,7 +61,8 @@ kda_tensor state_row(kda_tensor t, int64_t n) {
 }
 }  // namespace
 
-void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>& cuts) {
+void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>& cuts,
+                          const reference::ChunkedRounding& rounding) {
   const Problem pr = validated(host);
   const int64_t tokens = pr.varlen ? pr.T_total : pr.T;
   auto cu = [&](int64_t i) {
@@ -110,7 +111,7 @@ void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>
       sp.initial_state = i == 0 ? init : kda_tensor_contiguous(carried.data(), KDA_DTYPE_F32, 4, shape);
       // The last piece writes the sequence's final state (if any); the others the next start state.
       sp.final_state = last ? fin : kda_tensor_contiguous(next.data(), KDA_DTYPE_F32, 4, shape);
-      reference::ChunkedRounding r = kernel_rounding();
+      reference::ChunkedRounding r = rounding;
       if (!last) r.split_update_last_chunks = 0;
       run_chunked_f32(sp, r);
       if (!last) carried.swap(next);

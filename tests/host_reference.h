@@ -9,6 +9,7 @@
 #include "flash_kda/flash_kda.h"
 #include "reference/reference.h"
 #include "tests/golden_io.h"
+#include "tests/kernel_rounding.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -38,12 +39,14 @@ void run_emulated_kernel(const kda_fwd_params& host);
 // own start) run one after another with the kernels' roundings, each from the previous piece's fp32
 // end state; U and Kr are split (kernel_rounding's split_update_last_chunks) only in the piece that
 // ends the sequence, as on the GPU, where that piece's kda_fwd_prepared stores the final state and the
-// earlier pieces' transitions have no final split. Where the last piece ends in a partial chunk, the
-// split then covers only those few tokens: with slowly decaying gates the final state keeps the
-// unsplit rounding of the chunk before, which one call over the whole sequence splits. An empty
-// sequence's final state is its initial state (fp32 final states only). Throws std::runtime_error
-// when the params do not validate or the cuts do not run from 0 to the tokens' end.
-void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>& cuts);
+// earlier pieces' transitions have no final split. (Before session 56 the split covered the last chunk
+// alone: where the last piece ended in a chunk of a few tokens, the final state kept the unsplit
+// rounding of the chunk before, which one call over the whole sequence split.) An empty
+// sequence's final state is its initial state (fp32 final states only). `rounding`: the kernels' by
+// default (its split fields apply to the last piece only). Throws std::runtime_error when the params
+// do not validate or the cuts do not run from 0 to the tokens' end.
+void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>& cuts,
+                          const reference::ChunkedRounding& rounding = kernel_rounding());
 
 // Relative L2 errors of a run's bf16 out and of its final state (by the spec's final-state dtype; in the
 // initial-state buffers after an in-place run) against the float64 results, and the non-finite count.

@@ -141,12 +141,12 @@ TEST_F(CpApi, ForwardWorkspaceByTheSinglePassChoice) {
   }
 }
 
-// The Kr low parts of the final states' last updates (kernel_params.h, kr_lo): 4 KiB per (sequence,
-// value head). kda_fwd reserves them when it stores final states; the preparation that
+// The Kr low parts of the final states' last updates (kernel_params.h, kr_lo): two of 4 KiB per
+// (sequence, value head), for the last chunk and the one before. kda_fwd reserves them when it stores final states; the preparation that
 // kda_segment_transition leaves always holds them, so that kda_fwd_prepared finds them whatever
 // its final state.
 TEST_F(CpApi, WorkspaceHoldsTheKrLowParts) {
-  const size_t per_unit = 16 * 128 * 2, units = 2 * 2;  // a [16][128] bf16 tile; B = 2 sequences x H = 2 heads
+  const size_t per_unit = 2 * 16 * 128 * 2, units = 2 * 2;  // two [16][128] bf16 tiles; B = 2 sequences x H = 2 heads
   kda_fwd_params no_state = p_;  // SetUp passes no states
   const int64_t s4[4] = {2, 2, D, D};
   kda_fwd_params with_state = p_;

@@ -12,6 +12,7 @@
 #include "reference/common.h"
 #include "src/api/problem.h"
 #include "tests/golden_io.h"
+#include "tests/kernel_rounding.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -157,6 +158,57 @@ TEST_F(RoundingFlags, TheLastUpdateAloneCarriesTheStateAccuracy) {
   EXPECT_LT(el.state, ee.state * 1.1);
   // The outputs: only the last chunk's tokens may differ (its U feeds no output; Kr_lo none either).
   EXPECT_TRUE(el.out_bits == now.out_bits) << "splitting the last update changed an output";
+}
+
+// The kernels since session 56 (kernel_params.h, final_split_chunks): the final split covers at least
+// 8 tokens, the chunk before the last too where the last holds fewer. Split alone, a last chunk of 1 to
+// 3 tokens left the final state the unsplit rounding of the chunk before (the gates have not decayed
+// it away over so few tokens): 4.6e-4 against 3.1e-5 with the standard gates and one token, 1.2e-3
+// against 9.8e-5 at lower bound -1. At 8 tokens and more the chunk before changes nothing: the rule's
+// results are then bit-identical to the last chunk's split alone; below, only the last chunk's outputs
+// may change.
+TEST(FinalSplit, CoversAtLeastEightTokens) {
+  for (float lb : {-5.0f, -1.0f}) {
+    for (int tail = 1; tail <= 16; ++tail) {
+      ProblemSpec spec = fixed_spec(2, 256 + tail, 2, 2, 2000 + tail);
+      spec.lower_bound = lb;
+      RandomProblem ref = make_random_problem(spec);
+      kda_fwd_params rp = ref.params();
+      Problem problem;
+      ASSERT_EQ(validate(&rp, ValidateMode::kHost, &problem).code, KDA_OK);
+      std::vector<double> eo(ref.out.size()), es(ref.final_f32.size());
+      ASSERT_EQ(reference::fwd_recurrence_f64_ex(problem, 0, eo.data(), es.data()).code, KDA_OK);
+      auto run = [&](int min_tokens) {
+        ChunkedRounding r = kernel_rounding();
+        r.split_update_min_tokens = min_tokens;
+        RandomProblem p = make_random_problem(spec);
+        kda_fwd_params pp = p.params();
+        Problem pr;
+        EXPECT_EQ(validate(&pp, ValidateMode::kHost, &pr).code, KDA_OK);
+        EXPECT_EQ(reference::fwd_chunked_f32(pr, r, 0).code, KDA_OK);
+        Errors e;
+        e.state = rel_l2(f32_to_f64(p.final_f32), es);
+        e.out_bits = p.out;
+        e.state_f32 = p.final_f32;
+        return e;
+      };
+      const Errors alone = run(0), eight = run(8);
+      if (tail < 8) {
+        std::printf("[ errors ] lb %4.1f, last chunk of %2d tokens: state %.3e split alone, %.3e over 8 tokens\n", lb,
+                    tail, alone.state, eight.state);
+        EXPECT_LT(eight.state, alone.state * 1.01) << "lb " << lb << ", " << tail << " tokens";
+        if (tail <= 3) EXPECT_LT(eight.state, alone.state * 0.3) << "lb " << lb << ", " << tail << " tokens";
+        // The outputs: only the last chunk's tokens may differ (they read the state the chunk before updated).
+        const size_t row = static_cast<size_t>(spec.HV * 128), T = static_cast<size_t>(spec.T);
+        size_t differ = 0;
+        for (size_t b = 0; b < 2; ++b)
+          for (size_t i = b * T * row; i < (b * T + T - tail) * row; ++i) differ += eight.out_bits[i] != alone.out_bits[i];
+        EXPECT_EQ(differ, 0u) << "the split changed an output before the last chunk";
+      } else {
+        EXPECT_TRUE(same_result(alone, eight)) << "lb " << lb << ", " << tail << " tokens";
+      }
+    }
+  }
 }
 
 }  // namespace

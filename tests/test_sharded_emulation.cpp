@@ -1,8 +1,9 @@
 // The CPU emulation of a sharded run (tests/host_reference.h, run_emulated_sharded), the oracle of
 // the GPU's sharded runs (tests/gpu/test_gpu_transition.cpp): with cuts that keep every piece on
-// the chunk grid of one call it is bitwise the one-call emulation (fixed and packed batches), and a
-// last piece that ends in a partial chunk costs the final state the split of the chunk before (the
-// measured cause of the sharded slow-decay case's 2x, docs/design.md §2.5). Bad cuts are refused.
+// the chunk grid of one call it is bitwise the one-call emulation (fixed and packed batches); a last
+// piece that ends in a chunk of a few tokens cost the final state the split of the chunk before while
+// the final split covered the last chunk alone (the measured cause of the sharded slow-decay case's
+// 2x, docs/design.md §2.5), and no longer does. Bad cuts are refused.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "tests/golden_io.h"
 #include "tests/host_reference.h"
+#include "tests/kernel_rounding.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -58,31 +60,37 @@ TEST(ShardedEmulation, CutsOnTheChunkGridGiveTheOneCallEmulationBitwise) {
 }
 
 // The GPU's "slow decay lb -0.1, 4 shards" (tests/gpu/test_gpu_transition.cpp): its last shard, 150
-// tokens, ends in a 6-token chunk, so only those 6 tokens' update is split, while one call over the
-// 800 tokens splits a whole chunk's. With the gates barely decaying, the unsplit rounding of the
-// chunk before stays in the final state: 2.01x the one-call emulation's error (1.8646e-3 against
-// 9.2752e-4 here; the H100 measured 1.864e-3, 2026-12-06). The same cuts with the last one on the
-// grid give the one call's error, whatever the other cuts.
-TEST(ShardedEmulation, APartialLastChunkCostsTheFinalStateTheSplit) {
+// tokens, ends in a 6-token chunk. With the final split over the last chunk alone (the kernels until
+// session 56: split_update_min_tokens 0) only those 6 tokens' update was split, while one call over the
+// 800 tokens splits a whole chunk's; with the gates barely decaying the unsplit rounding of the chunk
+// before stayed in the final state: 2.01x the one-call emulation's error (1.8646e-3 against 9.2752e-4;
+// the H100 measured 1.864e-3, 2026-12-06). The same cuts with the last one on the grid gave the one
+// call's error. Now the split covers at least 8 tokens (the chunk before too): below the one call's.
+TEST(ShardedEmulation, APartialLastChunkKeepsTheFinalSplit) {
   ProblemSpec s = fixed_spec(1, 800, 2, 2, 1005);
   s.lower_bound = -0.1f;
   RandomProblem ref = make_random_problem(s);
   const ExactReference exact = reference_f64(ref.params());
-  auto state_error = [&](const std::vector<int64_t>& cuts) {
+  auto state_error = [&](const std::vector<int64_t>& cuts, const reference::ChunkedRounding& r) {
     RandomProblem p = make_random_problem(s);
     if (cuts.empty())
-      run_emulated_kernel(p.params());
+      run_chunked_f32(p.params(), r);
     else
-      run_emulated_sharded(p.params(), cuts);
+      run_emulated_sharded(p.params(), cuts, r);
     return errors_against(p, exact).state;
   };
-  const double one = state_error({});
-  const double partial = state_error({0, 250, 500, 650, 800});
-  const double last_on_grid = state_error({0, 250, 500, 656, 800});
-  std::printf("[ errors ] final state: one call %.4e | cuts 250 500 650 %.4e | 250 500 656 %.4e\n", one, partial,
-              last_on_grid);
-  EXPECT_GT(partial, 1.5 * one);
-  EXPECT_LT(last_on_grid, 1.1 * one);
+  reference::ChunkedRounding last_chunk_only = kernel_rounding();
+  last_chunk_only.split_update_min_tokens = 0;
+  const std::vector<int64_t> partial{0, 250, 500, 650, 800}, on_grid{0, 250, 500, 656, 800};
+  const double one = state_error({}, kernel_rounding());
+  const double before = state_error(partial, last_chunk_only), before_grid = state_error(on_grid, last_chunk_only);
+  const double now = state_error(partial, kernel_rounding());
+  std::printf("[ errors ] final state: one call %.4e | last chunk split alone: cuts 250 500 650 %.4e, 250 500 656 %.4e"
+              " | at least 8 tokens split: cuts 250 500 650 %.4e\n",
+              one, before, before_grid, now);
+  EXPECT_GT(before, 1.5 * one);
+  EXPECT_LT(before_grid, 1.1 * one);
+  EXPECT_LT(now, one);
 }
 
 TEST(ShardedEmulation, RefusesCutsThatDoNotCoverTheTokens) {

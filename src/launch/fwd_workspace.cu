@@ -22,7 +22,9 @@ size_t records_bytes(const Problem& pr) {
 
 size_t bounds_bytes(const Problem& pr) { return sat_mul(sat_mul(sat_size(num_vchunks(pr)), sat_size(pr.HV)), sizeof(float)); }
 
-size_t kr_lo_bytes(const Problem& pr) { return sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoBytes)); }
+size_t kr_lo_bytes(const Problem& pr) {
+  return sat_mul(sat_size(pr.N * pr.HV), static_cast<size_t>(kKrLoSlots) * kKrLoBytes);
+}
 
 }  // namespace
 
@@ -80,8 +82,8 @@ WorkspaceLayout workspace_layout(const Problem& pr, const RecurrencePlan& plan, 
     w.bounds = prep.bounds;
     w.total = prep.bounds_end;
   }
-  // Kr's low part of each sequence's last chunk (PrepParams::kr_lo): at most 4 KiB per (sequence,
-  // head) against the records' 14.5 KiB per chunk and head. Prepared, the place preparation_layout
+  // Kr's low parts of each sequence's last chunks (PrepParams::kr_lo): kKrLoSlots x 4 KiB per
+  // (sequence, head) against the records' 14.5 KiB per chunk and head. Prepared, the place preparation_layout
   // gives it (right after the bounds); kda_fwd reserves it when it stores final states.
   if (kFinalSplit && (prepared || pr.has_final_state)) {
     w.kr_lo = align256(w.total);

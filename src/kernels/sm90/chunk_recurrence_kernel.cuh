@@ -121,10 +121,13 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     const int row0 = task.slice * Layout::kRows;  // first value row of this CTA
 
     const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
-    // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
-    // as hi + lo pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage.
+    // The last updates (final_split_chunks: the last chunk, and the one before where the last is
+    // short) of a walk that ends at the sequence's end and stores its state, with U and Kr as hi + lo
+    // pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage, into slot
+    // steps - 1 - i at Layout::kKrLoOffset.
     const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
                              task.c_end * 16 >= span.len;
+    const int split_steps = final_split ? min(final_split_chunks(span.len), steps) : 0;
 
     if (warp == kWarps) {
       // ---- Producer warp ---------------------------------------------------------------------------
@@ -155,10 +158,11 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
             ptx::cp_async_16_zfill(stage + Layout::kValueOffset + row * Layout::kValueRowBytes + 16 * piece, src, valid);
           }
         }
-        if (final_split && i == steps - 1) {
-          const unsigned char* lo = p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes;
+        if (i >= steps - split_steps) {
+          const int slot = steps - 1 - i;
+          const unsigned char* lo = p.kr_lo + ((static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoSlots + slot) * kKrLoBytes;
           for (int k = lane; k < kKrLoBytes / 16; k += 32)
-            ptx::cp_async_16_zfill(smem + Layout::kKrLoOffset + 16 * k, lo + 16 * k, true);
+            ptx::cp_async_16_zfill(smem + Layout::kKrLoOffset + slot * kKrLoBytes + 16 * k, lo + 16 * k, true);
         }
         ptx::cp_async_arrive_noinc(&full[s]);
       }
@@ -334,7 +338,8 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
         for (int pp = 0; pp < kTiles / 2; ++pp) {
           uint32_t bk[4], bkl[4];
           load_b_kmajor<ChunkRecord::kKrPanelBytes>(bk, stage + ChunkRecord::kKrOffset, nt0 / 2 + pp, lane);
-          load_b_kmajor<ChunkRecord::kKrPanelBytes>(bkl, smem + Layout::kKrLoOffset, nt0 / 2 + pp, lane);
+          load_b_kmajor<ChunkRecord::kKrPanelBytes>(bkl, smem + Layout::kKrLoOffset + (steps - 1 - i) * kKrLoBytes,
+                                                    nt0 / 2 + pp, lane);
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const uint32_t b[2] = {bk[2 * hh], bk[2 * hh + 1]}, bl[2] = {bkl[2 * hh], bkl[2 * hh + 1]};
@@ -348,7 +353,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
       ptx::mbar_arrive(&empty[s]);
     };
     constexpr std::false_type kPlain{};
-    const int plain_steps = final_split ? steps - 1 : steps;
+    const int plain_steps = steps - split_steps;
     if constexpr (kWarm) {
       const int warm_steps = min(c_out - c_start, plain_steps);  // warm-up chunks (no outputs)
       for (int i = 0; i < warm_steps; ++i) step(i, false, kPlain);
@@ -356,6 +361,7 @@ __global__ void __launch_bounds__(RecurrenceLayout<kRowGroups, kColSplit, kCtasP
     } else {
       for (int i = 0; i < plain_steps; ++i) step(i, write_out, kPlain);
     }
+    if (split_steps == 2) step(steps - 2, write_out && steps - 2 >= c_out - c_start, std::true_type{});
     if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
 
     if (task.fin != nullptr) store_state<kTiles>(S, task.fin, task.fin_f32, v0, nt0, lane);

@@ -151,10 +151,13 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     const int base = kWarm ? ring[0] : 0;  // the ring's step of this job's step 0
 
     const uint8_t* records = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + span.vbase) * ChunkRecord::kBytes;
-    // The last update of a walk that ends at the sequence's end and stores its state, with U and Kr
-    // as hi + lo pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage.
+    // The last updates (final_split_chunks: the last chunk, and the one before where the last is
+    // short) of a walk that ends at the sequence's end and stores its state, with U and Kr as hi + lo
+    // pairs (RecurrenceParams::kr_lo): Kr's low part comes with that chunk's stage, into
+    // st.kr_lo[steps - 1 - i].
     const bool final_split = kFinalSplit && p.kr_lo != nullptr && task.fin != nullptr && !transition && steps > 0 &&
                              task.c_end * 16 >= span.len;
+    const int split_steps = final_split ? min(final_split_chunks(span.len), steps) : 0;
 
     if (kRoleV == kProducerRole || (kRoleV == kAnyRole && wg == kWG)) {
       // ---- Producer (L::kProducerThreads threads) ------------------------------------------------------
@@ -202,7 +205,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
           // The record by one bulk copy (it is the stage's first kBytes), each warpgroup's values by one
           // tensor copy (a 16-token x 64-row box, 128B-swizzled: the VtTile), Kr's low part by one bulk
           // copy with the chunk of a final update. Completion by bytes on full[s].
-          const bool fin = final_split && i == steps - 1;
+          const bool fin = i >= steps - split_steps;
           const unsigned char* rec = records + static_cast<int64_t>(c) * ChunkRecord::kBytes;
           ptx::mbar_arrive_expect_tx(&full[s], ChunkRecord::kBytes + (by_tma ? kWG * L::VtTile::kBytes : 0) +
                                                    (fin ? kKrLoBytes : 0));
@@ -213,9 +216,12 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
               ptx::tma_load_4d(st.stage[s].vt[w].bytes, &v_map, row0 + (half ? 0 : 64 * w), hv,
                                transition ? -16 : span.t0 + 16 * c, span.batch, &full[s]);
           }
-          if (fin)
-            ptx::bulk_copy_g2s(st.kr_lo.bytes, p.kr_lo + (static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoBytes,
+          if (fin) {
+            const int slot = steps - 1 - i;
+            ptx::bulk_copy_g2s(st.kr_lo[slot].bytes,
+                               p.kr_lo + ((static_cast<int64_t>(task.seq) * p.HV + hv) * kKrLoSlots + slot) * kKrLoBytes,
                                kKrLoBytes, &full[s]);
+          }
         }
       }
       return;
@@ -250,9 +256,10 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     unsigned char* out_tile = st.out[warp];
     const int wi = warp & 3;  // warp within the warpgroup: rows 16 wi .. of the warpgroup's 64
 
-    // kFinal (std::integral_constant): the last update of a final state (final_split), with U and Kr
-    // as hi + lo pairs: U_lo·Kr + U·Kr_lo + U·Kr (Kr_lo landed with this step's stage). A third copy
-    // of the step rather than a branch in every step: a kept U cost the full grids 2-5%.
+    // kFinal (std::integral_constant): one of a final state's last updates (split_steps), with U and
+    // Kr as hi + lo pairs: U_lo·Kr + U·Kr_lo + U·Kr (Kr_lo landed with this step's stage, in
+    // st.kr_lo[steps - 1 - i]). A third copy of the step rather than a branch in every step: a kept U
+    // cost the full grids 2-5%.
     auto step = [&](int i, bool out_step, auto kFinal) {
       const int c = c_start + i;
       const int s = (base + i) % L::kStages;
@@ -267,7 +274,8 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       // instances (C7520; T8192_H64's recurrence 291 -> 266 us without it, 2026-12-01).
       XO_t xo, uo;
       step_batch<L>(S, t, stg, wg, uo, xo);
-      step_update<L, decltype(kFinal)::value, kSplitU>(S, uo, stg, st.kr_lo.bytes);
+      step_update<L, decltype(kFinal)::value, kSplitU>(S, uo, stg,
+                                                       st.kr_lo[decltype(kFinal)::value ? steps - 1 - i : 0].bytes);
       if (out_step) {
         // O = O0 + Oin: columns 16..31 (n-blocks 2, 3), this warp's 16 rows as two m16n8 C fragments.
         float o[2][4];
@@ -283,7 +291,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
       ptx::mbar_arrive(&empty[s]);  // one arrival per lane (tests/gpu/test_ring_sync.cu)
     };
     constexpr std::false_type kPlain{};
-    const int plain_steps = final_split ? steps - 1 : steps;
+    const int plain_steps = steps - split_steps;
     if constexpr (kWarm) {
       const int warm_steps = min(c_out - c_start, plain_steps);
       for (int i = 0; i < warm_steps; ++i) step(i, false, kPlain);
@@ -291,6 +299,7 @@ __global__ void __launch_bounds__(WgmmaRecurrenceLayout<kWG>::kThreads, 1)
     } else {
       for (int i = 0; i < plain_steps; ++i) step(i, write_out, kPlain);
     }
+    if (split_steps == 2) step(steps - 2, write_out && steps - 2 >= c_out - c_start, std::true_type{});
     if (final_split) step(steps - 1, write_out && steps - 1 >= c_out - c_start, std::true_type{});
 
     if (kWarm && threadIdx.x == 0) ring[1] = steps;  // (read between jobs, after the CTA barrier)

@@ -72,9 +72,10 @@ struct PrepParams {
   // log2-decay (the bounded warm-up's decay bound, spec §10); +inf where the bound does not hold
   // (a positive or NaN decay, b outside [0, 2]).
   float* chunk_bounds;
-  // [N][HV][16][128] bf16 (the record's wide layout) or nullptr: for the last chunk of each
-  // sequence, Kr's low part Kr − bf16(Kr), with which the recurrence's last update carries Kr as a
-  // hi + lo pair (RecurrenceParams::kr_lo). Written by the CTA of that chunk only.
+  // [N][HV][kKrLoSlots][16][128] bf16 (the record's wide layout) or nullptr: for the last chunks of
+  // each sequence that the final split covers (final_split_chunks; slot 0 the last, 1 the one before),
+  // Kr's low part Kr − bf16(Kr), with which the recurrence's updates there carry Kr as a hi + lo pair
+  // (RecurrenceParams::kr_lo). Written by the CTA of that chunk only.
   uint8_t* kr_lo = nullptr;
   // RecurrenceParams::tail, or nullptr: zeroed (the header by CTA (0, 0), each unit's words by the
   // CTA of its sequence's index and head) before the recurrence may read it.
@@ -127,11 +128,11 @@ struct RecurrenceParams {
   void* deferred_final = nullptr;
   // Unit u is sequence seq_offset + u / HV (the transition pass computes the last sequences only).
   int32_t seq_offset = 0;
-  // PrepParams::kr_lo, or nullptr. When set, the update of a sequence's last chunk in a CTA that
-  // stores the final state (its walk ends at the sequence's end) carries U and Kr as bf16 hi + lo
-  // pairs (U_lo·Kr + U·Kr_lo + U·Kr): the final state keeps that chunk's rounding, which the gates
-  // erase from earlier chunks (state error 2.2e-3 -> 1.7e-5 on the standard case in the rounding
-  // emulation, docs/performance_notes.md "The final state's last update as hi + lo pairs").
+  // PrepParams::kr_lo, or nullptr. When set, the updates of a sequence's last final_split_chunks
+  // chunks in a CTA that stores the final state (its walk ends at the sequence's end) carry U and Kr
+  // as bf16 hi + lo pairs (U_lo·Kr + U·Kr_lo + U·Kr): the final state keeps those tokens' rounding,
+  // which the gates erase from earlier chunks (state error 2.2e-3 -> 1.7e-5 on the standard case in
+  // the rounding emulation, docs/performance_notes.md "The final state's last update as hi + lo pairs").
   const uint8_t* kr_lo = nullptr;
   // Bounded warm-up through kda_fwd (pass kFirst, segments >= 2): the fallback's combine and pass 2
   // run as tail jobs of this grid (recurrence_tail.cuh) instead of two more launches that find
@@ -162,6 +163,23 @@ inline constexpr int kTailWordsPerUnit = 3;
 
 // The bytes of one Kr low part (a [16][128] bf16 tile in the record's wide layout).
 inline constexpr int kKrLoBytes = 16 * 128 * 2;
+
+// The final split (RecurrenceParams::kr_lo) covers at least this many of a sequence's last tokens: its
+// last chunk, and the chunk before where the last holds fewer (a sequence of 16n + 1 to 16n + 7
+// tokens). With only the last chunk split, the final state kept the unsplit rounding of the chunk
+// before wherever the last was short: in the rounding emulation 4.6e-4 against 3.1e-5 (one token in
+// the last chunk, standard gates), 1.2e-3 against 9.8e-5 (lower bound -1); at 8 tokens and more the
+// second chunk changed nothing measurable (docs/performance_notes.md, "The final split over the last
+// 8 tokens"). Each (sequence, head) has kKrLoSlots Kr low parts: slot 0 the last chunk's, 1 the one before.
+inline constexpr int kFinalSplitTokens = 8;
+inline constexpr int kKrLoSlots = 2;
+// How many of a sequence's last chunks (of `len` tokens, len >= 1) the final split covers: 1 or 2.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr int final_split_chunks(int64_t len) {
+  return len > 16 && (len - 1) % 16 + 1 < kFinalSplitTokens ? 2 : 1;
+}
 
 // The final state's last update as hi + lo pairs (1) or as every other update (0: no Kr low part
 // is written or read); a build knob, for measuring what it costs.

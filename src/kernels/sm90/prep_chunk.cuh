@@ -75,9 +75,11 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
   const int tok0 = span.t0 + chunk * 16;  // first token of the chunk within its batch row
   const int L = min(16, span.len - chunk * 16);
   const int hq = static_cast<int>(fast_div(static_cast<uint32_t>(hv), p.group_magic));  // hv / group
-  // Kr's low part of a sequence's last chunk (PrepParams::kr_lo), else nullptr (CTA-uniform).
-  uint8_t* const kr_lo = p.kr_lo != nullptr && chunk * 16 + 16 >= span.len
-                             ? p.kr_lo + (static_cast<int64_t>(seq) * p.HV + hv) * kKrLoBytes
+  // Kr's low part of a sequence's last chunks that the final split covers (PrepParams::kr_lo; slot
+  // 0 the last chunk's, 1 the one before), else nullptr (CTA-uniform).
+  const int from_end = (span.len - 1) / 16 - chunk;  // 0: the sequence's last chunk
+  uint8_t* const kr_lo = p.kr_lo != nullptr && from_end < final_split_chunks(span.len)
+                             ? p.kr_lo + ((static_cast<int64_t>(seq) * p.HV + hv) * kKrLoSlots + from_end) * kKrLoBytes
                              : nullptr;
   uint8_t* rec = p.records + (static_cast<int64_t>(hv) * p.seq.num_vchunks + vc) * ChunkRecord::kBytes;
 
@@ -153,7 +155,7 @@ __device__ __forceinline__ void prepare_chunk(const PrepParams& p, PrepSmem<kGat
       // Kr in the record's panel layout (and its low part in the same layout, at kr_lo). (Computed here:
       // hoisted out of the loop, it made the gate-0 instance spill at its 80 registers.)
       const uint32_t kr_off = ChunkRecord::chunk_byte<ChunkRecord::kKrPanelBytes>(r, vec);
-      if (kr_lo != nullptr) {  // the sequence's last chunk: Kr's low part too
+      if (kr_lo != nullptr) {  // a chunk of the final split: Kr's low part too
         pack8_split(kr, hi, lo);
         *env.at(rec, reinterpret_cast<uint4*>(rec + ChunkRecord::kKrOffset + kr_off)) = hi;
         *reinterpret_cast<uint4*>(kr_lo + kr_off) = lo;

@@ -31,9 +31,10 @@ struct RecurrenceLayout {
   static constexpr int kStages = kStageBudget / kStageBytes < 12 ? static_cast<int>(kStageBudget / kStageBytes) : 12;
   static constexpr uint32_t kOutOffset = kStages * kStageBytes;  // per row group 16x16 bf16
   static constexpr uint32_t kExchangeOffset = kOutOffset + kRowGroups * 512;
-  // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), in the layout of the record's Kr.
+  // Kr's low parts for a sequence's last updates (RecurrenceParams::kr_lo; kKrLoSlots, slot 0 the last
+  // chunk's), in the layout of the record's Kr.
   static constexpr uint32_t kKrLoOffset = kExchangeOffset + kExchangeBytes;
-  static constexpr uint32_t kBarrierOffset = kKrLoOffset + kKrLoBytes;
+  static constexpr uint32_t kBarrierOffset = kKrLoOffset + kKrLoSlots * kKrLoBytes;
   static constexpr uint32_t kBytes = kBarrierOffset + 2 * kStages * 8;
   static constexpr int kThreads = 32 * (kWarps + 1);
   static_assert(16 % kColSplit == 0 && kColSplit <= 8, "column split divides the 16 n-tiles into k-step pairs");

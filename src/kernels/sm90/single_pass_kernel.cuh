@@ -174,14 +174,17 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       }
     }
   }
+  const bool final_split = kFinalSplit && (!kPieces || fin) && p.final_state != nullptr && steps > 0;
+  // Its updates (final_split_chunks: the last chunk, and the one before where the last is short; whole
+  // chunks without kPartial), of the steps prepared (the consumers take as many of theirs below).
+  const int split_steps = final_split ? min(kPartial ? final_split_chunks(span.len) : 1, steps) : 0;
   if (threadIdx.x < 128) st.dtb[threadIdx.x] = p.pp.dt_bias != nullptr ? p.pp.dt_bias[hv * 128 + threadIdx.x] : 0.0f;
   __syncthreads();
-  const bool final_split = kFinalSplit && (!kPieces || fin) && p.final_state != nullptr && steps > 0;
 
   if (warp < Lay::kPrepWarps) {
     // ---- Preparation warps (single_pass_prep_role.cuh) ---------------------------------------------
     ptx::setmaxnreg_dec<kAltRegs ? Lay::kPrepRegsAlt : Lay::kPrepRegs>();
-    const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, final_split, walk_units};
+    const SinglePassWalk walk{span, unit0, hv, c_first, c_out, steps, nc, fin, bounded, split_steps, walk_units};
     single_pass_prepare<kPartial, kPieces, kWalk>(p, st, &qmap, &kmap, &gmap, &vmap, walk, warp, lane);
     return;
   }
@@ -284,12 +287,12 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
   rp.out_st = p.out_st;
   unsigned char* out_tile = st.out[wi];
   auto smem = [](const void* x) { return static_cast<uint32_t>(__cvta_generic_to_shared(x)); };
-  // One 64-row half's step on chunk i (stage stg): chunk_recurrence_wgmma_kernel's step; kFinal: the
-  // last update with U and Kr as hi + lo pairs (U_lo·Kr + U·Kr_lo + U·Kr).
-  auto step = [&](S_t& Sh, int half, typename L::Stage& stg, int c, bool out, auto kFinal) {
+  // One 64-row half's step on chunk i (stage stg): chunk_recurrence_wgmma_kernel's step; kFinal: one of
+  // the last updates, with U and Kr as hi + lo pairs (U_lo·Kr + U·Kr_lo + U·Kr; Kr's low part at lo).
+  auto step = [&](S_t& Sh, int half, typename L::Stage& stg, int c, bool out, auto kFinal, const unsigned char* lo) {
     XO_t xo, uo;
     wgmma_recurrence_detail::step_batch<L>(Sh, t, stg, half, uo, xo);
-    wgmma_recurrence_detail::step_update<L, decltype(kFinal)::value, false>(Sh, uo, stg, st.kr_lo.bytes);
+    wgmma_recurrence_detail::step_update<L, decltype(kFinal)::value, false>(Sh, uo, stg, lo);
     if (out) {  // O = O0 + Oin, this warp's 16 rows (not for a piece's warm-up chunks)
       float o[2][4];
 #pragma unroll
@@ -316,8 +319,9 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     ptx::mbar_wait(&st.full[slot], (j / kSlots) & 1);
     if (bounded && *static_cast<volatile int32_t*>(&st.skip[s]) != 0) return false;
     ptx::fence_proxy_async_shared();  // the stage's record part came through the generic proxy
-    step(S, 0, stg, c, !kPieces || c >= c_out, kFinal);
-    step(S2, 1, stg, c, !kPieces || c >= c_out, kFinal);
+    const unsigned char* lo = st.kr_lo[kPartial && decltype(kFinal)::value ? steps - 1 - j : 0].bytes;
+    step(S, 0, stg, c, !kPieces || c >= c_out, kFinal, lo);
+    step(S2, 1, stg, c, !kPieces || c >= c_out, kFinal, lo);
     ptx::mbar_arrive(&st.empty[slot]);
     return true;
   };
@@ -332,8 +336,8 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       auto& stg = st.stage[j % kRing];
       ptx::mbar_wait(&st.full[j % kSlots], (j / kSlots) & 1);
       ptx::fence_proxy_async_shared();  // the stage's record part came through the generic proxy
-      step(S, 0, stg, c, true, kFinal);
-      step(S2, 1, stg, c, true, kFinal);
+      step(S, 0, stg, c, true, kFinal, st.kr_lo[0].bytes);  // (whole chunks: the last one's split alone)
+      step(S2, 1, stg, c, true, kFinal, st.kr_lo[0].bytes);
       ptx::mbar_arrive(&st.empty[j % kSlots]);
       ++j;
     };
@@ -361,9 +365,11 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
       if (final_split) walk_step(steps - 1, std::true_type{});
     }
   } else {
-    const int plain = final_split ? steps - 1 : steps;
+    const int split = min(split_steps, steps);  // (steps: the consumers' own, after a skip)
+    const int plain = steps - split;
     while (j < plain && chunk(j, std::false_type{})) ++j;
-    if (j == plain && final_split && chunk(steps - 1, std::true_type{})) j = steps;
+    if (j == plain && split == 2 && chunk(j, std::true_type{})) ++j;
+    if (j == steps - 1 && split >= 1 && chunk(j, std::true_type{})) ++j;
   }
   const bool skipped = bounded && j < steps;
   if (skipped) {  // (bounded pieces only) step j's stage came marked: drain the ring

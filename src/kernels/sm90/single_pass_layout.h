@@ -26,8 +26,9 @@ inline constexpr int kSinglePassWarmupCap = 2;
 static_assert(kSinglePassWarmupCap >= 1 && kSinglePassWarmupCap <= kWarmupCap, "within the two kernels' cap");
 
 // A CTA of the single pass walks several whole sequences in turn (single_pass_kernel.cuh's kWalk) only
-// when each holds at least this many chunks: Kr's low part (st.kr_lo, the last chunk's) and the ring then
-// never hold two units' last chunks at once (a warp runs at most kPrepWarps + kRing steps ahead).
+// when each holds at least this many chunks: Kr's low part (st.kr_lo[0], the last chunk's: a walk's
+// units are whole chunks, so its final split is their last chunk alone) and the ring then never hold two
+// units' last chunks at once (a warp runs at most kPrepWarps + kRing steps ahead).
 inline constexpr int kSinglePassWalkMinChunks = 16;
 // ... and at most this many: a walk saves a unit's ring fill and drain and its state's wait (~2.5 us per
 // unit boundary), worth it where units are short; on units of 256 chunks it measured 1-2% slower
@@ -79,7 +80,9 @@ struct SinglePassLayout {
   struct Storage {
     typename L::Stage stage[kRing];
     warp_prep::WarpSmemLate prep[kPrepWarps];
-    tile::TileBuffer<typename L::KrTile> kr_lo;  // Kr's low part of the sequence's last chunk
+    // Kr's low parts of the sequence's last chunks under the final split (slot 0 the last chunk's, 1 the
+    // one before: final_split_chunks, kernel_params.h)
+    tile::TileBuffer<typename L::KrTile> kr_lo[kKrLoSlots];
     float dtb[128];                              // the head's dt_bias (zeros without)
     alignas(16) unsigned char out[4][512];       // per consumer warp: its 16 x 16 output tile
     alignas(8) uint64_t full[kSlots];

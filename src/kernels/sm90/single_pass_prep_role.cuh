@@ -27,11 +27,13 @@ namespace kda::sm90 {
 // A CTA's walk over its sequence (single_pass_kernel's setup decides it; see there): the preparation
 // warps prepare chunks [c_first, c_first + steps); the consumers walk them from c_first + skip, with
 // outputs from c_out on and the final state when `fin`; nc warm-up candidates before c_out (bounded
-// pieces: `bounded`); final_split: the last update with U and Kr as hi + lo pairs.
+// pieces: `bounded`); split_steps: the last updates with U and Kr as hi + lo pairs (final_split_chunks
+// of the prepared steps, or 0: none).
 struct SinglePassWalk {
   SequenceSpan span;
   int unit0, hv, c_first, c_out, steps, nc;
-  bool fin, bounded, final_split;
+  bool fin, bounded;
+  int split_steps;
   int walk_units;  // whole sequences of a fixed-length batch (kWalk): this CTA's units, steps chunks each
 };
 
@@ -65,7 +67,7 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
   // whole-sequence instances lose 2-4% rolled: docs/performance_notes.md, version 40).
   constexpr int kPrepKeyUnroll = kPieces ? 1 : 2;
   const int unit0 = w.unit0, c_first = w.c_first, steps = w.steps;
-  const bool bounded = w.bounded, final_split = w.final_split;
+  const bool bounded = w.bounded;
   // kWalk (single_pass_kernel.cuh): the CTA's units one after another, ring step j = chunk j % steps of
   // the walk's unit j / steps; the unit's head and sequence change at each boundary, and with them this
   // warp's copy of the head's dt_bias (its own: the warps cross a boundary at different times).
@@ -196,7 +198,12 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
       }
       return reinterpret_cast<uint8_t*>(&st.stage[s]);
     };
-    uint8_t* kr_lo = final_split && (kWalk ? c : j) == steps - 1 ? st.kr_lo.bytes : nullptr;
+    // Kr's low part for a chunk of the final split: slot steps - 1 - j of st.kr_lo (0: the walk's or
+    // unit's last chunk), given to prep_warp_chunk as the first slot's address and the slot (kr_lo_slot:
+    // a computed address spilled the preparation, 4 bytes). Whole chunks, and so every walk, split the
+    // last chunk alone: slot 0.
+    const int from_end = steps - 1 - (kWalk ? c : j);
+    uint8_t* kr_lo = from_end < w.split_steps ? st.kr_lo[0].bytes : nullptr;
     // (A dead chunk: acquire() at once, from prep_warp_chunk once its boxes have landed or, the warp
     // gone, here without boxes; a candidate's bound +inf, the stage marked.)
     if (gone)
@@ -204,7 +211,7 @@ __device__ __forceinline__ void single_pass_prepare(const SinglePassParams& p, S
     else
       warp_prep::prep_warp_chunk<warp_prep::RecordTo::kLate, kPrepKeyUnroll, kPartial, decltype(acquire), kPieces,
                                  decltype(skip)>(p.pp, ps.in, ps.A, ps.tb, &ps.bar, cc, hv, nullptr, i & 1, &ps,
-                                                 acquire, dt_s, kr_lo, skip);
+                                                 acquire, dt_s, kr_lo, skip, kPartial ? from_end : 0);
     gone = dead;
     if (stop) break;
     if (r < 0) continue;

@@ -34,7 +34,7 @@
 // or a packed [1, B*T, heads, 128]; a chunk with fewer than 16 valid tokens with kPartial, its padding
 // rows masked in the boxes); the bounded warm-up's chunk bound is warp_prep_parts.cuh's
 // chunk_decay_bound. Grouped heads: q and k are copied from query head hq. Kr's low part for a
-// sequence's last update: prep_warp_chunk's kr_lo.
+// final state's last updates: prep_warp_chunk's kr_lo (and kr_lo_slot).
 #pragma once
 
 #include <cuda.h>
@@ -82,7 +82,7 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
                                                 float* tb, uint64_t* bar, ChunkCoords cc, int hv, uint8_t* rec,
                                                 uint32_t parity, WarpSmemLate* park = nullptr, Acquire acquire = {},
                                                 const float* dt_s = nullptr, uint8_t* kr_lo_ptr = nullptr,
-                                                Skip skip = {}) {
+                                                Skip skip = {}, int kr_lo_slot = 0) {
   // (A 32-bit shared address: a 64-bit pointer live through the key loops cost the single pass spills.)
   const uint32_t kr_lo = kr_lo_ptr != nullptr ? ptx::smem_addr(kr_lo_ptr) : 0u;
   static_assert(kKeyUnroll == 8 || kKeyUnroll == 4 || kKeyUnroll == 2 || kKeyUnroll == 1, "key loop unroll");
@@ -193,19 +193,28 @@ __device__ __forceinline__ void prep_warp_chunk(const sm90::PrepParams& p, unsig
   float* gamma = kTo == RecordTo::kLate ? park->gamma : reinterpret_cast<float*>(rec + ChunkRecord::kGammaOffset);
   uint8_t* kr_base = kTo == RecordTo::kLate ? park->kr : rec + ChunkRecord::kKrOffset;
   // Key step ks (elem_key_step, warp_prep_steps.cuh), with Kr's low part too where split_kr says.
-  auto elem_step = [&](auto split_kr, int ks, uint32_t pofs, uint32_t roff, int cb) {
+  auto elem_step = [&](auto split_kr, int ks, uint32_t pofs, uint32_t roff, int cb, uint32_t lo) {
     elem_key_step<decltype(split_kr)::value, kKeyUnroll, kToStage>(in0, ks, pofs, roff, cb, dtbv, dt_s, g8, qd, gk, obase,
-                                                                 gamma, qinv, kinv, accA, mhh, mlo, kr_base, kr_lo);
+                                                                 gamma, qinv, kinv, accA, mhh, mlo, kr_base, lo);
   };
-  if (kr_lo != 0u) {  // (warp-uniform; once per sequence: rolled but where dt_bias is in registers)
+  // Kr's low part at kr_lo + kr_lo_slot · kKrLoBytes (the slots of kernel_params.h's kKrLoSlots): a loop
+  // per slot, so that each address stays a constant (one computed address live through the loop
+  // spilled the single pass's partial instance, 4 bytes).
+  auto split_steps = [&](uint32_t lo) {
     if constexpr (kKeyUnroll == 8) {
-      for_key_steps([&](int ks, uint32_t pofs, uint32_t roff, int cb) { elem_step(std::true_type{}, ks, pofs, roff, cb); });
+      for_key_steps([&](int ks, uint32_t pofs, uint32_t roff, int cb) { elem_step(std::true_type{}, ks, pofs, roff, cb, lo); });
     } else {
 #pragma unroll 1
-      for (int ks = 0; ks < 8; ++ks) elem_step(std::true_type{}, ks, (ks >> 2) * 2048u, offk(ks), (2 * ks) & 7);
+      for (int ks = 0; ks < 8; ++ks) elem_step(std::true_type{}, ks, (ks >> 2) * 2048u, offk(ks), (2 * ks) & 7, lo);
     }
+  };
+  if (kr_lo != 0u) {  // (warp-uniform; once per sequence: rolled but where dt_bias is in registers)
+    if (kr_lo_slot != 0)
+      split_steps(kr_lo + static_cast<uint32_t>(sm90::kKrLoBytes));
+    else
+      split_steps(kr_lo);
   } else
-    for_key_steps([&](int ks, uint32_t pofs, uint32_t roff, int cb) { elem_step(std::false_type{}, ks, pofs, roff, cb); });
+    for_key_steps([&](int ks, uint32_t pofs, uint32_t roff, int cb) { elem_step(std::false_type{}, ks, pofs, roff, cb, 0u); });
 
   // ---- A to shared memory, T = (I + A)^-1 (lanes 0..15, column = lane), Tb = T·Diag(b) -----------
   constexpr int kSld = WarpSmem::kTld, kAld = WarpSmem::kAld;

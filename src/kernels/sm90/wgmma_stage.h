@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "src/kernels/sm90/chunk_record.cuh"
+#include "src/kernels/sm90/kernel_params.h"  // kKrLoSlots
 #include "src/tile/smem_layout.h"
 #include "src/tile/swizzle.h"
 
@@ -33,9 +34,9 @@ struct WgmmaRecurrenceLayout {
   static constexpr int kStages = (200 * 1024) / kStageBytes < 12 ? (200 * 1024) / kStageBytes : 12;
   struct Storage {
     Stage stage[kStages];
-    // Kr's low part for a sequence's last update (RecurrenceParams::kr_lo), filled with that
-    // chunk's stage.
-    tile::TileBuffer<KrTile> kr_lo;
+    // Kr's low parts for a sequence's last updates (RecurrenceParams::kr_lo; slot 0 the last chunk's,
+    // 1 the one before: final_split_chunks), each filled with its chunk's stage.
+    tile::TileBuffer<KrTile> kr_lo[kKrLoSlots];
     alignas(16) unsigned char out[4 * kWG][512];  // per consumer warp: a 16x16 bf16 output tile
     alignas(8) uint64_t full[kStages];
     uint64_t empty[kStages];
