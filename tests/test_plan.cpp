@@ -2,8 +2,10 @@
 // warm-up. Host-only: the choice is a pure function of the request.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 
+#include "src/kernels/sm90/kernel_params.h"  // segment_first_chunk, final_split_chunks
 #include "src/launch/plan.h"
 
 namespace kda::sm90 {
@@ -158,6 +160,34 @@ TEST(SinglePassPlan, GarbageOfOneRepeatedByteIsNoFlagOfItsOwnEpoch) {
   EXPECT_NE(piece_word(7, true), piece_word(8, true));
   EXPECT_EQ(piece_word(7, true) & 1, 1u);
   EXPECT_EQ(piece_word(7, false) & 1, 0u);
+}
+
+// The exact plans' segments (kernel_params.h, segment_first_chunk): they tile [0, C) in order, the last
+// one holds the chunks of the final split (final_split_chunks) whenever the sequence has them, so that
+// the walk that stores the final state splits them, and elsewhere the boundaries are s · ceil(C / P).
+TEST(Plan, LastSegmentHoldsTheFinalSplit) {
+  int moved = 0;
+  for (int64_t len = 0; len <= 16 * 40; ++len) {
+    const int C = static_cast<int>((len + 15) / 16);
+    for (int P = 1; P <= 64; ++P) {
+      const int need = C == 0 ? 0 : final_split_chunks(len);
+      EXPECT_EQ(segment_first_chunk(0, P, C, len), 0);
+      EXPECT_EQ(segment_first_chunk(P, P, C, len), C);
+      for (int s = 0; s < P; ++s)
+        ASSERT_LE(segment_first_chunk(s, P, C, len), segment_first_chunk(s + 1, P, C, len)) << len << " " << P << " " << s;
+      EXPECT_GE(C - segment_first_chunk(P - 1, P, C, len), std::min(need, C)) << "len " << len << ", P " << P;
+      const int per = (C + P - 1) / P;
+      for (int s = 1; s < P; ++s) {
+        const int plain = std::min(s * per, C);
+        if (C - std::min((P - 1) * per, C) >= need) {
+          EXPECT_EQ(segment_first_chunk(s, P, C, len), plain) << len << " " << P << " " << s;
+        } else {
+          moved += segment_first_chunk(s, P, C, len) != plain;
+        }
+      }
+    }
+  }
+  EXPECT_GT(moved, 0);  // (the cases the rule is for occur)
 }
 
 TEST(Plan, ManyHeadsKeepOnePass) {

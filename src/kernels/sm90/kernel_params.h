@@ -180,6 +180,23 @@ __host__ __device__
 constexpr int final_split_chunks(int64_t len) {
   return len > 16 && (len - 1) % 16 + 1 < kFinalSplitTokens ? 2 : 1;
 }
+// The first chunk of segment s of P (exact plans, recurrence_task.cuh) of a sequence of `chunks` chunks
+// and `len` tokens: s · ceil(chunks / P), but at most chunks - final_split_chunks(len) for s >= 1, so
+// that the last segment holds the chunks of the final split (its walk stores the final state) and
+// never is empty where the sequence is not: with s · per alone a sequence of 5 chunks in 4 segments
+// ended in an empty segment, and its final state had no final split. (Earlier segments may then be
+// empty.) Segment s covers [segment_first_chunk(s), segment_first_chunk(s + 1)), s + 1 = P: chunks.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr int segment_first_chunk(int s, int P, int chunks, int64_t len) {
+  if (s <= 0) return 0;
+  if (s >= P) return chunks;
+  const int per = (chunks + P - 1) / P;
+  const int cap = chunks - final_split_chunks(len);
+  const int first = s * per < cap ? s * per : cap;
+  return first > 0 ? first : 0;
+}
 
 // The final state's last update as hi + lo pairs (1) or as every other update (0: no Kr low part
 // is written or read); a build knob, for measuring what it costs.

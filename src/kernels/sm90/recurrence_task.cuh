@@ -23,8 +23,9 @@
 //                 transition from the identity with zero values (-> [unit][seg][1]); no outputs. P
 //                 equal segments, or, with the bounded method when the unit's bound holds, one
 //                 segment: the last w chunks (w = warm[0], decided by the kernel as for a piece).
-// Segment s covers chunks [s·per, min((s+1)·per, C)) with per = ceil(C / P), C = the sequence's
-// chunks (possibly empty: a short sequence just passes its state through); warm-up piece s >= 1
+// Segment s covers chunks [segment_first_chunk(s), segment_first_chunk(s + 1)) (kernel_params.h: s·per
+// with per = ceil(C / P), C = the sequence's chunks, but the last segment holds the final split's
+// chunks; segments may be empty: a short sequence just passes its state through); warm-up piece s >= 1
 // starts one chunk later (piece_first_chunk), so piece 0 has per + 1 chunks and the last one fewer.
 #pragma once
 
@@ -140,9 +141,8 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
       t.c_start = nchunks - warm[0];
       t.c_end = nchunks;
     } else {
-      const int32_t per = ceil_div(nchunks, P);
-      t.c_start = min(seg * per, nchunks);
-      t.c_end = min(t.c_start + per, nchunks);
+      t.c_start = segment_first_chunk(seg, P, nchunks, t.span.len);
+      t.c_end = segment_first_chunk(seg + 1, P, nchunks, t.span.len);
     }
     t.c_out = t.c_start;
     return t;
@@ -205,9 +205,8 @@ __device__ __forceinline__ RecurrenceTask recurrence_task(const RecurrenceParams
     t.init_f32 = true;
     if (segment != P - 1) t.fin = nullptr;
   }
-  const int32_t per = ceil_div(nchunks, P);
-  t.c_start = t.c_out = min(segment * per, nchunks);
-  t.c_end = min(t.c_start + per, nchunks);
+  t.c_start = t.c_out = segment_first_chunk(segment, P, nchunks, t.span.len);
+  t.c_end = segment_first_chunk(segment + 1, P, nchunks, t.span.len);
   return t;
 }
 

@@ -368,7 +368,8 @@ __global__ void __launch_bounds__(SinglePassLayout::kThreads, 1)
     const int split = min(split_steps, steps);  // (steps: the consumers' own, after a skip)
     const int plain = steps - split;
     while (j < plain && chunk(j, std::false_type{})) ++j;
-    if (j == plain && split == 2 && chunk(j, std::true_type{})) ++j;
+    if constexpr (kPartial)  // (whole chunks split the last one alone)
+      if (j == plain && split == 2 && chunk(j, std::true_type{})) ++j;
     if (j == steps - 1 && split >= 1 && chunk(j, std::true_type{})) ++j;
   }
   const bool skipped = bounded && j < steps;
