@@ -12,6 +12,7 @@
 #include "reference/common.h"
 #include "src/api/problem.h"
 #include "tests/golden_io.h"
+#include "tests/host_reference.h"
 #include "tests/kernel_rounding.h"
 #include "tests/random_problem.h"
 
@@ -173,21 +174,14 @@ TEST(FinalSplit, CoversAtLeastEightTokens) {
       ProblemSpec spec = fixed_spec(2, 256 + tail, 2, 2, 2000 + tail);
       spec.lower_bound = lb;
       RandomProblem ref = make_random_problem(spec);
-      kda_fwd_params rp = ref.params();
-      Problem problem;
-      ASSERT_EQ(validate(&rp, ValidateMode::kHost, &problem).code, KDA_OK);
-      std::vector<double> eo(ref.out.size()), es(ref.final_f32.size());
-      ASSERT_EQ(reference::fwd_recurrence_f64_ex(problem, 0, eo.data(), es.data()).code, KDA_OK);
+      const ExactReference exact = reference_f64(ref.params());  // (tests/host_reference.h)
       auto run = [&](int min_tokens) {
         ChunkedRounding r = kernel_rounding();
         r.split_update_min_tokens = min_tokens;
         RandomProblem p = make_random_problem(spec);
-        kda_fwd_params pp = p.params();
-        Problem pr;
-        EXPECT_EQ(validate(&pp, ValidateMode::kHost, &pr).code, KDA_OK);
-        EXPECT_EQ(reference::fwd_chunked_f32(pr, r, 0).code, KDA_OK);
+        run_chunked_f32(p.params(), r);
         Errors e;
-        e.state = rel_l2(f32_to_f64(p.final_f32), es);
+        e.state = errors_against(p, exact).state;
         e.out_bits = p.out;
         e.state_f32 = p.final_f32;
         return e;
