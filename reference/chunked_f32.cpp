@@ -253,11 +253,7 @@ void run_seq_head(const Problem& pr, const ChunkedRounding& r, int64_t n, int64_
   // Chunks are counted from the sequence's end in whole chunks of C from its start; the split ones
   // hold at least split_update_min_tokens tokens where the sequence has them.
   const int64_t last_chunk_start = range.bos + ((range.eos - range.bos - 1) / C) * C;
-  int64_t split_chunks = r.split_update_last_chunks;
-  if (split_chunks > 0)
-    while (range.eos - (last_chunk_start - (split_chunks - 1) * C) < r.split_update_min_tokens &&
-           last_chunk_start - (split_chunks - 1) * C > range.bos)
-      ++split_chunks;
+  const int64_t split_chunks = split_update_chunks(range.eos - range.bos, r);
   for (int64_t start = range.bos; start < range.eos; start += C) {
     const int L = static_cast<int>(std::min<int64_t>(C, range.eos - start));
     const bool split_here = split_chunks > 0 && start > last_chunk_start - split_chunks * C;
@@ -287,6 +283,15 @@ void run_seq_head(const Problem& pr, const ChunkedRounding& r, int64_t n, int64_
 }
 
 }  // namespace
+
+int64_t split_update_chunks(int64_t len, const ChunkedRounding& r) {
+  if (len <= 0 || r.split_update_last_chunks <= 0) return 0;
+  const int64_t chunks = (len - 1) / C + 1;
+  int64_t n = std::min<int64_t>(r.split_update_last_chunks, chunks);
+  // The last n chunks hold len - (chunks - n) · C tokens (the last one possibly partial).
+  while (n < chunks && len - (chunks - n) * C < r.split_update_min_tokens) ++n;
+  return n;
+}
 
 kda_status fwd_chunked_f32_ex(const Problem& problem, const ChunkedRounding& rounding, int num_threads,
                               float* out_exact, float* state_exact) {

@@ -5,6 +5,8 @@
 #include "src/core/problem.h"
 #include "src/core/status.h"
 
+#include <cstdint>
+
 namespace kda::reference {
 
 // Rounding the chunked path applies to its operands, to predict the GPU kernel's error on the CPU.
@@ -39,6 +41,11 @@ struct ChunkedRounding {
   // since session 56, kernel_params.h's final_split_chunks).
   int split_update_min_tokens = 0;
 };
+
+// How many of a sequence's last chunks (of len tokens, chunks of 16 from its start) carry U and Kr as
+// hi + lo pairs under `r` (split_update_last_chunks, extended to split_update_min_tokens tokens); 0: none.
+// With the kernels' flags it is the kernels' final_split_chunks (tests/test_rounding_flags.cpp checks).
+int64_t split_update_chunks(int64_t len, const ChunkedRounding& r);
 
 // Token-by-token recurrence in float64. Inputs must be host pointers. `num_threads` <= 0: all cores.
 kda_status fwd_recurrence_f64(const Problem& problem, int num_threads);

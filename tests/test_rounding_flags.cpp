@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/common.h"
+#include "src/kernels/sm90/kernel_params.h"  // final_split_chunks
 #include "src/api/problem.h"
 #include "tests/golden_io.h"
 #include "tests/host_reference.h"
@@ -203,6 +204,18 @@ TEST(FinalSplit, CoversAtLeastEightTokens) {
       }
     }
   }
+}
+
+// The emulation's rule and the kernels' are one rule: for every length, the chunks the emulation splits
+// (reference::split_update_chunks with kernel_rounding()) are the kernels' final_split_chunks.
+TEST(FinalSplit, TheEmulationSplitsTheKernelsChunks) {
+  for (int64_t len = 0; len <= 16 * 30; ++len)
+    EXPECT_EQ(reference::split_update_chunks(len, kernel_rounding()), len == 0 ? 0 : sm90::final_split_chunks(len))
+        << "len " << len;
+  EXPECT_EQ(sm90::final_split_chunks(17), 2);  // (the rule's edges)
+  EXPECT_EQ(sm90::final_split_chunks(23), 2);
+  EXPECT_EQ(sm90::final_split_chunks(24), 1);
+  EXPECT_EQ(sm90::final_split_chunks(7), 1);
 }
 
 }  // namespace
