@@ -160,7 +160,8 @@ kda_status run_on_gpu(const kda_fwd_params& host, int repeats) {
 ErrorBounds emulated_bounds(const RunErrors& emu) { return {1.5 * emu.out + 2e-4, 2.0 * emu.state + 1e-5}; }
 
 GpuErrors errors_with_emulation(const RandomProblem& ran, const RandomProblem& inputs,
-                                const std::function<void(kda_fwd_params&)>& adjust) {
+                                const std::function<void(kda_fwd_params&)>& adjust,
+                                const std::function<void(const kda_fwd_params&)>& emulate) {
   RandomProblem ref = inputs, emu = inputs;
   kda_fwd_params rp = ref.params(), ep = emu.params();
   if (adjust) {
@@ -168,7 +169,10 @@ GpuErrors errors_with_emulation(const RandomProblem& ran, const RandomProblem& i
     adjust(ep);
   }
   const ExactReference exact = reference_f64(rp);
-  run_emulated_kernel(ep);
+  if (emulate)
+    emulate(ep);
+  else
+    run_emulated_kernel(ep);
   GpuErrors e;
   static_cast<RunErrors&>(e) = errors_against(ran, exact);
   e.emulated = errors_against(emu, exact);

@@ -108,9 +108,11 @@ ErrorBounds emulated_bounds(const RunErrors& emu);
 
 // The errors of `ran` (its out / final state written by a run on `inputs`' inputs) against the
 // float64 recurrence on `inputs`, and the emulated kernel's on `inputs` (has_emulated set); both
-// oracles get params() passed through `adjust` when given (flags beyond ProblemSpec).
+// oracles get params() passed through `adjust` when given (flags beyond ProblemSpec). `emulate`: the
+// emulation to run (default run_emulated_kernel, one call; the sharded runs give run_emulated_sharded).
 GpuErrors errors_with_emulation(const RandomProblem& ran, const RandomProblem& inputs,
-                                const std::function<void(kda_fwd_params&)>& adjust = {});
+                                const std::function<void(kda_fwd_params&)>& adjust = {},
+                                const std::function<void(const kda_fwd_params&)>& emulate = {});
 
 // Expects `e` within emulated_bounds(emu) (printing nothing).
 void expect_as_emulated(const std::string& what, const RunErrors& e, const RunErrors& emu);
