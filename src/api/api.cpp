@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "flash_kda/flash_kda.h"
+#include "flash_kda_commit.h"  // FLASH_KDA_GIT_COMMIT, generated at build time (cmake/flash_kda_commit.cmake)
 #include "reference/reference.h"
 #include "src/core/checked_math.h"
 #include "src/api/memory_rules.h"
