@@ -17,6 +17,10 @@
 #              kernel configuration of kda_decode, eager and graph; a plain copy of the same state
 #              bytes as the practical floor) -> bench_decode.json
 #   host       host time of one kda_fwd / kda_decode call and of the CUDA runtime calls it makes
+#   publish    every input of BENCHMARK_H200.md in one call, on an H200 only (elsewhere it fails at once,
+#              timing nothing; PUBLISH_ANY_GPU=1 for a dry run): the package installed, PUBLISH_ROUNDS
+#              rounds (default 2) of the benchmark alternated with BASE_BUILD's (an earlier commit's build
+#              folder, optional), the decode benchmark, pybench; prints the make_benchmark_md.py command
 #   singlepass issue 10's measurement benchmarks: the wgmma chunk step with the recurrence kernel's
 #              parts added one at a time, the preparation by one warp per chunk against the library's
 #              (every record field compared), and the preparation inside the chain's CTA (checked

@@ -134,3 +134,56 @@ stage_cpsweep() {
   done
   record cpsweep $rc "logs: cpsweep_*.log (columns: case, graph ms)"
 }
+
+# publish: every input of BENCHMARK_H200.md in one call. On an H200 only: on any other GPU the stage
+# fails at once and times nothing (PUBLISH_ANY_GPU=1 times anyway, for a dry run of the procedure). The
+# package is built and installed first (its compile would disturb the host timings); then PUBLISH_ROUNDS
+# rounds (default 2) of the protocol, alternated with BASE_BUILD's benchmark when BASE_BUILD names the
+# build folder of an earlier commit (odd rounds this build first, even rounds the base first); the
+# decode benchmark after round 1 (BASE_BUILD's too); then bench_python.py with FLA (the pybench stage).
+# Writes bench.json, bench_base.json, bench_decode.json and bench_python.json to OUT (the other rounds in
+# the logs) and prints the make_benchmark_md.py command that makes the table from them on the CPU machine.
+stage_publish() {
+  local rc=0 gpu r sfx base=${BASE_BUILD:-} n=${PUBLISH_ROUNDS:-2}
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  if [[ "$gpu" != *H200* && "${PUBLISH_ANY_GPU:-0}" != 1 ]]; then
+    echo "publish: BENCHMARK_H200.md is measured on an H200; this GPU is '${gpu:-none}': nothing timed"
+    record publish 1 "not an H200 (${gpu:-no GPU}): nothing timed"
+    return
+  fi
+  if [ -n "$base" ] && [ ! -x "$base/benchmarks/flash_kda_bench" ]; then
+    echo "publish: BASE_BUILD=$base holds no benchmarks/flash_kda_bench: nothing timed"
+    record publish 1 "BASE_BUILD without a benchmark"
+    return
+  fi
+  PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout 400 python3 -m pip install --no-build-isolation \
+    --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
+  tail -1 "$LOG/pip_install.log"
+  for ((r = 1; r <= n; r++)); do
+    sfx=$([ "$r" -eq 1 ] || echo "_r$r")
+    if [ -n "$base" ] && [ $((r % 2)) -eq 0 ]; then
+      run_bench "$base/benchmarks/flash_kda_bench" "$LOG/bench_base$sfx.json" "$LOG/bench_base$sfx.log" || rc=$((rc + 1))
+    fi
+    run_bench "$BUILD/benchmarks/flash_kda_bench" "$LOG/bench$sfx.json" "$LOG/bench$sfx.log" || rc=$((rc + 1))
+    if [ -n "$base" ] && [ $((r % 2)) -eq 1 ]; then
+      run_bench "$base/benchmarks/flash_kda_bench" "$LOG/bench_base$sfx.json" "$LOG/bench_base$sfx.log" || rc=$((rc + 1))
+    fi
+    grep -h "geometric mean" "$LOG/bench$sfx.log" "$LOG/bench_base$sfx.log" 2>/dev/null
+    if [ "$r" -eq 1 ]; then
+      timeout 900 "$BUILD/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" --json "$LOG/bench_decode.json" \
+        >"$LOG/bench_decode.log" 2>&1 || rc=$((rc + 1))
+      if [ -n "$base" ] && [ -x "$base/benchmarks/flash_kda_bench_decode" ]; then
+        timeout 900 "$base/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
+          --json "$LOG/bench_decode_base.json" >"$LOG/bench_decode_base.log" 2>&1 || rc=$((rc + 1))
+      fi
+    fi
+  done
+  stage_pybench  # (bench_python.json; a summary line of its own)
+  local f
+  for f in bench_base.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
+  echo "publish: on the CPU machine, with the files above in benchmarks/results/ under names of their own:"
+  echo "  python3 scripts/make_benchmark_md.py --bench BENCH.json --python BENCH_PYTHON.json --decode BENCH_DECODE.json" \
+    "${base:+--baseline BENCH_BASE.json --baseline-label BASE_COMMIT }--date '$(date -u '+%Y-%m-%d %H:%M') UTC'" \
+    "--commit '$(git rev-parse --short HEAD 2>/dev/null || echo COMMIT)' --device '$gpu' --command '...'"
+  record publish $rc "on $gpu, $n rounds${base:+ alternated with $base}: bench*.json, bench_decode*.json (logs), bench_base.json (OUT)"
+}
