@@ -253,7 +253,7 @@ stage_mutants() {
 source "$ROOT/scripts/gpu_verify_measure.sh"
 source "$ROOT/scripts/gpu_verify_python.sh"
 
-note "flash_kda GPU verification: $(git rev-parse --short HEAD 2>/dev/null || echo '?') on $(nvidia-smi -L 2>/dev/null | head -1)"
+note "flash_kda GPU verification: tree $(git describe --always --dirty --abbrev=12 2>/dev/null || echo '?') on $(nvidia-smi -L 2>/dev/null | head -1)"
 for s in "${stages[@]}"; do
   note "stage $s"
   "stage_$s"
