@@ -1,11 +1,14 @@
 // kda_version_string() names the commit the library was built from: "MAJOR.MINOR.PATCH+<git rev-parse
 // --short=12 HEAD>", with "-dirty" when tracked files differed from that commit, or "+unknown" without
-// git (cmake/flash_kda_commit.cmake, run at every build). Checked against the source tree as it is now, so
-// a library built at another commit (the configure-time value before 2026-12-06 stayed at the commit of
-// the last configure across later commits) fails here until it is rebuilt.
+// git or in a copy vendored into another repository (cmake/flash_kda_commit.cmake, run at every build).
+// Checked against the source tree as it is now, so a library built at another commit (the
+// configure-time value before 2026-12-06 stayed at the commit of the last configure across later
+// commits) fails here until it is rebuilt.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "flash_kda/flash_kda.h"
@@ -23,11 +26,23 @@ bool run(const std::string& cmd, std::string* out) {
   return pclose(p) == 0;
 }
 
+void chomp(std::string* s) {
+  while (!s->empty() && (s->back() == '\n' || s->back() == '\r')) s->pop_back();
+}
+
+// The same rule as cmake/flash_kda_commit.cmake: "unknown" unless the source folder is the top of a git
+// work tree (a copy vendored into another repository names no commit of its own).
 std::string expected_commit() {
   const std::string git = "git -C '" FLASH_KDA_SOURCE_DIR "' ";
-  std::string commit, changes;
+  std::string top, commit, changes;
+  if (!run(git + "rev-parse --show-toplevel 2>/dev/null", &top)) return "unknown";
+  chomp(&top);
+  char top_real[PATH_MAX], src_real[PATH_MAX];
+  if (realpath(top.c_str(), top_real) == nullptr || realpath(FLASH_KDA_SOURCE_DIR, src_real) == nullptr ||
+      std::string(top_real) != src_real)
+    return "unknown";
   if (!run(git + "rev-parse --short=12 HEAD 2>/dev/null", &commit)) return "unknown";
-  while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+  chomp(&commit);
   if (commit.empty()) return "unknown";
   if (!run(git + "status --porcelain --untracked-files=no 2>/dev/null", &changes) || !changes.empty())
     commit += "-dirty";
