@@ -142,7 +142,8 @@ stage_cpsweep() {
 # build folder of an earlier commit (odd rounds this build first, even rounds the base first); the
 # decode benchmark after round 1 (BASE_BUILD's too); then bench_python.py with FLA (the pybench stage).
 # Writes bench.json, bench_base.json, bench_decode.json and bench_python.json to OUT (the other rounds in
-# the logs) and prints the make_benchmark_md.py command that makes the table from them on the CPU machine.
+# the logs) and prints the make_benchmark_md.py command that makes the table from them on the CPU machine,
+# its commit the one the benchmark binary names (kda_version_string; the GPU machine's .git may be older).
 stage_publish() {
   local rc=0 gpu r sfx base=${BASE_BUILD:-} n=${PUBLISH_ROUNDS:-2}
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -184,6 +185,6 @@ stage_publish() {
   echo "publish: on the CPU machine, with the files above in benchmarks/results/ under names of their own:"
   echo "  python3 scripts/make_benchmark_md.py --bench BENCH.json --python BENCH_PYTHON.json --decode BENCH_DECODE.json" \
     "${base:+--baseline BENCH_BASE.json --baseline-label BASE_COMMIT }--date '$(date -u '+%Y-%m-%d %H:%M') UTC'" \
-    "--commit '$(git rev-parse --short HEAD 2>/dev/null || echo COMMIT)' --device '$gpu' --command '...'"
+    "--commit '$(sed -n 's/.*flash_kda [0-9.]*+\([0-9a-z-]*\).*/\1/p' "$LOG/bench.log" | head -1)' --device '$gpu' --command '...'"
   record publish $rc "on $gpu, $n rounds${base:+ alternated with $base}: bench*.json, bench_decode*.json (logs), bench_base.json (OUT)"
 }

@@ -217,7 +217,8 @@ kda_status kda_fwd_cpu(const kda_fwd_params* params, kda_cpu_algorithm algorithm
 
 const char* kda_status_code_name(int32_t code);
 /* "MAJOR.MINOR.PATCH+COMMIT": COMMIT is the 12-digit git commit the library was built from, followed by
-   "-dirty" when tracked files differed from it, or "unknown" when built outside a git checkout. */
+   "-dirty" when tracked files differed from it, or "unknown" when the source folder was not the top of a
+   git checkout (no git, an archive, a copy inside another repository). */
 const char* kda_version_string(void);
 /* CUDA runtime version the library was built with (e.g. 13000) and the SM architectures its
    kernels were compiled for, as a string such as "90a". */

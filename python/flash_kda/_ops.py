@@ -287,8 +287,9 @@ def get_workspace_size(q, k=None, v=None, g=None, beta=None, A_log=None, dt_bias
 
 def build_info():
     """Facts about this build: version, git commit (followed by "-dirty" when tracked files differed
-    from it, "unknown" outside a git checkout), CUDA version and SM architectures of the kernels,
-    the torch version the extension was built against and the one running now."""
+    from it, "unknown" where the source was not the top of a git checkout), CUDA version and SM
+    architectures of the kernels, the torch version the extension was built against and the one
+    running now."""
     info = dict(item.split("=", 1) for item in torch.ops.flash_kda.build_info().split(";") if "=" in item)
     if info.get("cuda_version", "").isdigit():
         info["cuda_version"] = int(info["cuda_version"])
