@@ -63,7 +63,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-/tmp/flash_kda_out}
-LOG=$(mktemp -d /tmp/flash_kda_logs.XXXX)
+LOG=$(mktemp -d "${TMPDIR:-/tmp}/flash_kda_logs.XXXX")
 BUILD=${BUILD:-build}
 DATA=${FLASH_KDA_DATA:-$ROOT/.gpu_data}
 # The shared golden copy, when there is one (else the shared check skips; the generated vectors,

@@ -25,7 +25,7 @@ check() {
   local path=$bin:/usr/bin:/bin
   # Every case names a BASE_BUILD without a benchmark, the stage's second refusal: a case that got past
   # the GPU check is refused there, before anything is built or timed, and its summary says so.
-  env -i HOME="$tmp" PATH="$path" OUT="$out" BUILD="$tmp/no_build" BASE_BUILD="$tmp/no_base" "$@" \
+  env -i HOME="$tmp" TMPDIR="$tmp" PATH="$path" OUT="$out" BUILD="$tmp/no_build" BASE_BUILD="$tmp/no_base" "$@" \
     bash "$ROOT/scripts/gpu_verify.sh" publish \
     > "$tmp/$name/log" 2>&1
   local rc=$?
