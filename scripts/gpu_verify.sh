@@ -262,6 +262,6 @@ done
 note "summary"
 printf '%s\n' "${summary[@]}" | tee "$LOG/summary.txt"
 cp "$LOG/summary.txt" "$OUT/"
-for f in bench.json bench_decode.json bench_python.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
+for f in bench.json bench_base.json bench_decode.json bench_python.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
 tar -czf "$OUT/logs.tar.gz" -C "$LOG" .
 exit $failed

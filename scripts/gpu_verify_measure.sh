@@ -75,17 +75,21 @@ stage_singlepass() {
   record singlepass $rc "logs: bench_wgmma_step.log, bench_prep_warp.log, bench_fused_piece.log, bench_fused_piece_tail.log, bench_step_tokens.log"
 }
 
+# run_decode BIN JSON LOG [TIMEOUT]: flash_kda_bench_decode over cases.json (DECODE_ARGS added).
+run_decode() {
+  timeout "${4:-900}" "$1" --cases "$DATA/cases.json" --json "$2" ${DECODE_ARGS:-} >"$3" 2>&1
+}
+
 stage_decode() {
-  timeout 900 "$BUILD/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" --json "$LOG/bench_decode.json" \
-    ${DECODE_ARGS:-} >"$LOG/bench_decode.log" 2>&1
+  run_decode "$BUILD/benchmarks/flash_kda_bench_decode" "$LOG/bench_decode.json" "$LOG/bench_decode.log"
   local rc=$?
   cat "$LOG/bench_decode.log"
   # Variant builds (VARIANT_BUILDS, e.g. -DCMAKE_CUDA_FLAGS=-DFLASH_KDA_DECODE_BULK_MIN_BLOCKS=5), same call.
   local v
   for v in ${VARIANT_BUILDS:-}; do
     [ -x "$v/benchmarks/flash_kda_bench_decode" ] || continue
-    timeout 600 "$v/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
-      --json "$LOG/bench_decode_$(basename "$v").json" ${DECODE_ARGS:-} >"$LOG/bench_decode_$(basename "$v").log" 2>&1
+    run_decode "$v/benchmarks/flash_kda_bench_decode" "$LOG/bench_decode_$(basename "$v").json" \
+      "$LOG/bench_decode_$(basename "$v").log" 600
     echo "--- variant $v"
     cat "$LOG/bench_decode_$(basename "$v").log"
   done
@@ -141,9 +145,10 @@ stage_cpsweep() {
 # rounds (default 2) of the protocol, alternated with BASE_BUILD's benchmark when BASE_BUILD names the
 # build folder of an earlier commit (odd rounds this build first, even rounds the base first); the
 # decode benchmark after round 1 (BASE_BUILD's too); then bench_python.py with FLA (the pybench stage).
-# Writes bench.json, bench_base.json, bench_decode.json and bench_python.json to OUT (the other rounds in
-# the logs) and prints the make_benchmark_md.py command that makes the table from them on the CPU machine,
-# its commit the one the benchmark binary names (kda_version_string; the GPU machine's .git may be older).
+# bench.json, bench_base.json, bench_decode.json and bench_python.json go to OUT (gpu_verify.sh copies
+# them at its end; the other rounds stay in the logs). Prints the make_benchmark_md.py command that makes
+# the table from them on the CPU machine, with the commit the benchmark binary names (kda_version_string;
+# the GPU machine's .git may be older).
 stage_publish() {
   local rc=0 gpu r sfx base=${BASE_BUILD:-} n=${PUBLISH_ROUNDS:-2}
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -157,8 +162,7 @@ stage_publish() {
     record publish 1 "BASE_BUILD without a benchmark"
     return
   fi
-  PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout 400 python3 -m pip install --no-build-isolation \
-    --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
+  install_package pip_install.log || rc=$((rc + 1))  # (gpu_verify_python.sh)
   tail -1 "$LOG/pip_install.log"
   for ((r = 1; r <= n; r++)); do
     sfx=$([ "$r" -eq 1 ] || echo "_r$r")
@@ -171,17 +175,15 @@ stage_publish() {
     fi
     grep -h "geometric mean" "$LOG/bench$sfx.log" "$LOG/bench_base$sfx.log" 2>/dev/null
     if [ "$r" -eq 1 ]; then
-      timeout 900 "$BUILD/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" --json "$LOG/bench_decode.json" \
-        >"$LOG/bench_decode.log" 2>&1 || rc=$((rc + 1))
+      run_decode "$BUILD/benchmarks/flash_kda_bench_decode" "$LOG/bench_decode.json" "$LOG/bench_decode.log" ||
+        rc=$((rc + 1))
       if [ -n "$base" ] && [ -x "$base/benchmarks/flash_kda_bench_decode" ]; then
-        timeout 900 "$base/benchmarks/flash_kda_bench_decode" --cases "$DATA/cases.json" \
-          --json "$LOG/bench_decode_base.json" >"$LOG/bench_decode_base.log" 2>&1 || rc=$((rc + 1))
+        run_decode "$base/benchmarks/flash_kda_bench_decode" "$LOG/bench_decode_base.json" \
+          "$LOG/bench_decode_base.log" || rc=$((rc + 1))
       fi
     fi
   done
   stage_pybench  # (bench_python.json; a summary line of its own)
-  local f
-  for f in bench_base.json; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
   echo "publish: on the CPU machine, with the files above in benchmarks/results/ under names of their own:"
   echo "  python3 scripts/make_benchmark_md.py --bench BENCH.json --python BENCH_PYTHON.json --decode BENCH_DECODE.json" \
     "${base:+--baseline BENCH_BASE.json --baseline-label BASE_COMMIT }--date '$(date -u '+%Y-%m-%d %H:%M') UTC'" \

@@ -2,11 +2,18 @@
 # header). Sourced by gpu_verify.sh, whose variables (ROOT, BUILD, DATA, LOG, OUT) and record() they use;
 # not run on its own.
 
+# install_package LOG_NAME: builds and installs the flash_kda package from this tree (all cores), its
+# output in $LOG/LOG_NAME; the exit status pip's.
+install_package() {
+  PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout 400 python3 -m pip install --no-build-isolation \
+    --no-deps -v . >"$LOG/$1" 2>&1
+}
+
 stage_python() {
   local rc=0
   ensure_repo_golden
-  export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . >"$LOG/pip_install.log" 2>&1 || rc=$((rc + 1))
+  export PYTHONUNBUFFERED=1
+  install_package pip_install.log || rc=$((rc + 1))
   tail -3 "$LOG/pip_install.log"
   if [ -d "$DATA/fla" ]; then export FLASH_KDA_FLA_DIR="$DATA"; fi
   # tests/python/test_golden.py reads the generated vectors from FLASH_KDA_REPO_GOLDEN_DIR (exported above).
@@ -36,8 +43,7 @@ stage_distributed() {
   fi
   export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
   if ! (cd /tmp && python3 -c "import flash_kda.distributed") >/dev/null 2>&1; then
-    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) timeout 400 python3 -m pip install --no-build-isolation --no-deps -v . \
-      >"$LOG/pip_install_distributed.log" 2>&1 || rc=$((rc + 1))
+    install_package pip_install_distributed.log || rc=$((rc + 1))
   fi
   [ -d "$DATA/fla" ] && export FLASH_KDA_FLA_DIR="$DATA"
   (cd /tmp && timeout 900 python3 -m pytest -q -rs -s "$ROOT/tests/python/test_distributed.py" \

@@ -2,7 +2,6 @@
 #include "tests/host_reference.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <utility>
 #include <stdexcept>
@@ -90,16 +89,8 @@ void run_emulated_sharded(const kda_fwd_params& host, const std::vector<int64_t>
       if (fin.dtype != KDA_DTYPE_F32)
         throw std::runtime_error("run_emulated_sharded: an empty sequence needs an fp32 final state");
       float* dst = static_cast<float*>(fin.data);
-      for (int64_t i = 0; i < state_elems; ++i) {
-        float x = 0.0f;
-        if (init.data != nullptr && init.dtype == KDA_DTYPE_F32) {
-          x = static_cast<const float*>(init.data)[i];
-        } else if (init.data != nullptr) {
-          const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(init.data)[i]) << 16;
-          std::memcpy(&x, &bits, 4);
-        }
-        dst[i] = x;
-      }
+      for (int64_t i = 0; i < state_elems; ++i)
+        dst[i] = init.data != nullptr ? reference::load_element<float>(init, i) : 0.0f;
       continue;
     }
     for (size_t i = 0; i < pieces.size(); ++i) {
