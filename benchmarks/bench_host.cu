@@ -13,7 +13,8 @@
 // one tensor map's encoding (a single-pass call encodes four), whole kda_fwd / kda_decode calls on
 // small cases (one on the single pass), with and without trusted_pointers (the pointer
 // queries skipped, as the PyTorch binding does). Also one call's worth of pointer queries: 13
-// distinct allocations among 100, by the driver's query for 3, 2 and 1 attributes and the runtime's.
+// distinct allocations among 100, by the driver's query for 5 (the check's: type, device, managed flag and the
+// allocation's range), 3, 2 and 1 attributes and the runtime's.
 //
 // Usage: flash_kda_bench_host [--reps 21] [--calls 20]
 #include <cuda.h>
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
   }
   {
     // One call's worth of queries: 13 distinct allocations (among 100 live ones), each queried once
-    // per call, as kda_fwd's check does; the driver's query for 3, 2 and 1 attributes and the
+    // per call, as kda_fwd's check does; the driver's query for 5, 3, 2 and 1 attributes and the
     // runtime's, interleaved three times. Per call (13 queries).
     using GetAttrs = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
     void* fn = nullptr;
@@ -191,11 +192,16 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 100; ++i) bufs.push_back(dev(size_t{1} << (16 + i % 6)));
     if (q == cudaDriverEntryPointSuccess && fn != nullptr) {
       const GetAttrs get = reinterpret_cast<GetAttrs>(fn);
-      CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                      CU_POINTER_ATTRIBUTE_IS_MANAGED};
+      // The first three are the check's until 2026-12-06; all five are its query since (the allocation's
+      // range, against buffers too small for their shape).
+      CUpointer_attribute which[5] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                      CU_POINTER_ATTRIBUTE_RANGE_SIZE};
       unsigned type = 0, managed = 0;
       int ordinal = -1;
-      void* data[3] = {&type, &ordinal, &managed};
+      CUdeviceptr start = 0;
+      size_t size = 0;
+      void* data[5] = {&type, &ordinal, &managed, &start, &size};
       auto call = [&](unsigned n) {
         return [&, n](int c) {
           for (int t = 0; t < 13; ++t)
@@ -204,6 +210,7 @@ int main(int argc, char** argv) {
         };
       };
       for (int r = 0; r < 3; ++r) {
+        std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 5", host_us(call(5)));
         std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 3", host_us(call(3)));
         std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 2", host_us(call(2)));
         std::printf("%-34s %8.2f us\n", "13 distinct: cuPointerGetAttributes 1", host_us(call(1)));

@@ -150,10 +150,15 @@ typedef struct kda_fwd_params {
   int32_t context_warmup_chunks;
   /* 1: the caller guarantees that every data pointer of the call (tensors, workspace) is device or
      managed memory of the current device, as a framework that placed the tensors itself does (the
-     PyTorch binding sets it after its own device checks); the per-pointer memory-type query
+     PyTorch binding sets it after its own device checks) and that each tensor's elements (the
+     workspace's bytes) lie inside the allocation its pointer is in; the per-pointer query
      (cuPointerGetAttributes, 0.05-0.2 us each, 0.6-2.4 us per call by host) is then skipped. A pointer that breaks
      the promise faults in the kernel instead of being reported. 0 (default): every pointer is
-     checked first. Any other value is rejected. The CPU entry points ignore it. */
+     checked first: device or managed memory of the current device, and the bytes from it to one past
+     the tensor's last element (the workspace's needed bytes) inside the allocation it points into, as
+     the driver reports it (for virtual-memory mappings, the reserved range); a buffer too small for its
+     shape is refused by name with the shortfall. Any other value is rejected. The CPU entry points
+     ignore it. */
   int32_t trusted_pointers;
   /* kda_single_pass (GPU kda_fwd only; kda_fwd_prepared and the CPU entry points ignore it). The
      workspace size depends on it (kda_fwd_workspace_size: KDA_SINGLE_PASS_NEVER gives the two

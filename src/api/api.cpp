@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "flash_kda/flash_kda.h"
@@ -39,10 +40,10 @@ kda_status check_device(int* device_out) {
   return make_ok();
 }
 
-// The driver's pointer query for the three attributes the check needs, resolved once through the
-// runtime (nullptr when the driver does not provide it). cudaPointerGetAttributes fills every
-// attribute: 0.08 us per pointer on the H200 host against 0.04 us for these three
-// (flash_kda_bench_host, 2026-12-01), ~0.5 us of each call's 13 checks, before the first launch.
+// The driver's pointer query, resolved once through the runtime (nullptr when the driver does not
+// provide it). cudaPointerGetAttributes fills every attribute: 0.08 us per pointer on the H200 host
+// against 0.04 us for the driver's query of three (flash_kda_bench_host, 2026-12-01), ~0.5 us of each
+// call's 13 checks, before the first launch.
 using PointerQuery = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 PointerQuery pointer_query() {
   static const PointerQuery fn = [] {
@@ -58,26 +59,56 @@ PointerQuery pointer_query() {
   return fn;
 }
 
-// True when the driver says at once that `ptr` is device (or managed) memory of `device`, the
-// common case; anything else (other memory, another device, a query that fails) goes through
-// cudaPointerGetAttributes, which gives the answer and the message (check_pointer).
-bool quick_device_pointer(const void* ptr, int device) {
-  const PointerQuery query = pointer_query();
-  if (query == nullptr) return false;
-  CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                  CU_POINTER_ATTRIBUTE_IS_MANAGED};
+// What the driver says of a pointer in one query: its memory type, device and managed flag, and the
+// address range it lies in (the allocation; for virtual-memory mappings the whole reserved range,
+// cuda.h's CU_POINTER_ATTRIBUTE_RANGE_START_ADDR). range_size 0: not known.
+struct PointerFacts {
   unsigned int type = 0;
   int ordinal = -1;
   unsigned int managed = 0;
-  void* data[3] = {&type, &ordinal, &managed};
-  if (query(3, which, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return false;
-  return (type == CU_MEMORYTYPE_DEVICE || managed != 0) && ordinal == device;
+  CUdeviceptr range_start = 0;
+  size_t range_size = 0;
+};
+
+bool query_pointer(const void* ptr, PointerFacts* f) {
+  const PointerQuery query = pointer_query();
+  if (query == nullptr) return false;
+  CUpointer_attribute which[5] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                  CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[5] = {&f->type, &f->ordinal, &f->managed, &f->range_start, &f->range_size};
+  if (query(5, which, data, reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS) return true;
+  *f = PointerFacts{};
+  return false;
 }
 
-// The pointer must be device (or managed) memory of `device`.
-kda_status check_pointer(const char* name, const void* ptr, int device) {
+// Bytes of [ptr, ptr + bytes) past the end of f's range (0: inside it, or the range not known), in
+// 128-bit arithmetic (no wrap-around whatever the pointer holds).
+unsigned __int128 bytes_past_range(const PointerFacts& f, const void* ptr, size_t bytes) {
+  if (f.range_size == 0) return 0;
+  const unsigned __int128 end = static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(ptr)) + bytes;
+  const unsigned __int128 range_end = static_cast<unsigned __int128>(f.range_start) + f.range_size;
+  return end > range_end ? end - range_end : 0;
+}
+
+// The pointer must be device (or managed) memory of `device`, and the `bytes` from it (the tensor's first
+// to one past its last element; the workspace's size) must lie inside the allocation it points into: a
+// buffer too small for its declared shape would otherwise be read or written past its end. The common
+// case is one driver query (query_pointer); anything else (other memory, another device, a query that
+// fails) goes through cudaPointerGetAttributes, which gives the answer and the message.
+kda_status check_pointer(const char* name, const void* ptr, size_t bytes, int device) {
   if (ptr == nullptr) return make_ok();
-  if (quick_device_pointer(ptr, device)) return make_ok();
+  PointerFacts f;
+  const bool known = query_pointer(ptr, &f);
+  if (known && (f.type == CU_MEMORYTYPE_DEVICE || f.managed != 0) && f.ordinal == device) {
+    const unsigned __int128 past = bytes_past_range(f, ptr, bytes);
+    if (past == 0) return make_ok();
+    return make_error(KDA_ERROR_INVALID_ARGUMENT,
+                      "%s: expected its %zu bytes from %p to lie inside the allocation it points into, got an "
+                      "allocation of %zu bytes from %p (%llu bytes short)",
+                      name, bytes, ptr, f.range_size, reinterpret_cast<void*>(static_cast<uintptr_t>(f.range_start)),
+                      static_cast<unsigned long long>(past));
+  }
   cudaPointerAttributes attr;
   cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
   if (err != cudaSuccess) {
@@ -91,7 +122,7 @@ kda_status check_pointer(const char* name, const void* ptr, int device) {
   if (attr.device != device)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected memory on the current device %d, got memory of device %d",
                       name, device, attr.device);
-  return make_ok();
+  return make_ok();  // (the driver's query unavailable: the range is not checked)
 }
 
 // Contents of a host cu_seqlens (kda_fwd_cpu). Always: non-decreasing entries, since a decreasing
@@ -122,7 +153,8 @@ kda_status check_cu_seqlens_host(const kda::Problem& pr, bool full) {
 }
 
 kda_status check_pointers(const kda_fwd_params& p, int device) {
-  for (const kda::NamedTensor& e : kda::FwdTensors(p).t) KDA_RETURN_IF_ERROR(check_pointer(e.name, e.t->data, device));
+  for (const kda::NamedTensor& e : kda::FwdTensors(p).t)
+    KDA_RETURN_IF_ERROR(check_pointer(e.name, e.t->data, kda::tensor_span_bytes(*e.t), device));
   return make_ok();
 }
 
@@ -213,7 +245,7 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
   KDA_RETURN_IF_ERROR(check_device(&device));
   if (!params->trusted_pointers) {
     KDA_RETURN_IF_ERROR(check_pointers(*params, device));
-    if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, device));
+    if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, needed, device));
   }
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, plan, false, workspace, stream));
@@ -263,7 +295,10 @@ const char* kda_build_architectures(void) { return FLASH_KDA_ARCHS; }
 // ---- Shared with the other entry points (src/api/device_checks.h; api_decode.cpp) ----
 namespace kda {
 kda_status check_sm90_device(int* device) { return check_device(device); }
-kda_status check_device_pointer(const char* name, const void* ptr, int device) {
-  return check_pointer(name, ptr, device);
+kda_status check_device_pointer(const char* name, const void* ptr, size_t bytes, int device) {
+  return check_pointer(name, ptr, bytes, device);
+}
+kda_status check_device_tensor(const char* name, const kda_tensor& t, int device) {
+  return check_pointer(name, t.data, tensor_span_bytes(t), device);
 }
 }  // namespace kda

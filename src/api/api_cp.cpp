@@ -24,7 +24,7 @@ kda_status check_params_struct(const kda_fwd_params* params) {
 }
 
 kda_status check_pointers(const char* const* names, const kda_tensor* const* tensors, int count, int device) {
-  for (int i = 0; i < count; ++i) KDA_RETURN_IF_ERROR(kda::check_device_pointer(names[i], tensors[i]->data, device));
+  for (int i = 0; i < count; ++i) KDA_RETURN_IF_ERROR(kda::check_device_tensor(names[i], *tensors[i], device));
   return make_ok();
 }
 
@@ -82,9 +82,9 @@ kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kd
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
   if (!params->trusted_pointers) {
     KDA_RETURN_IF_ERROR(check_shard_pointers(local, false, device));
-    KDA_RETURN_IF_ERROR(kda::check_device_pointer("D", D.data, device));
-    KDA_RETURN_IF_ERROR(kda::check_device_pointer("M", M.data, device));
-    if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
+    KDA_RETURN_IF_ERROR(kda::check_device_tensor("D", D, device));
+    KDA_RETURN_IF_ERROR(kda::check_device_tensor("M", M, device));
+    if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, needed, device));
   }
   return kda::sm90::segment_transition(tp, plan, workspace, stream);
 }
@@ -103,7 +103,7 @@ kda_status kda_fwd_prepared(const kda_fwd_params* params, void* workspace, size_
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
   if (!params->trusted_pointers) {
     KDA_RETURN_IF_ERROR(check_shard_pointers(*params, true, device));
-    if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, device));
+    if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, needed, device));
   }
   if (params->check_cu_seqlens && problem.varlen)
     KDA_RETURN_IF_ERROR(kda::sm90::check_cu_seqlens(problem, plan, true, workspace, stream));

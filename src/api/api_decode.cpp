@@ -14,7 +14,7 @@ namespace {
 
 kda_status check_pointers(const kda_decode_params& p, int device) {
   for (const kda::NamedTensor& e : kda::DecodeTensors(p).t)
-    KDA_RETURN_IF_ERROR(kda::check_device_pointer(e.name, e.t->data, device));
+    KDA_RETURN_IF_ERROR(kda::check_device_tensor(e.name, *e.t, device));
   return kda::make_ok();
 }
 

@@ -1,7 +1,7 @@
 // The SM90 path's safety contract, against the CPU float64 recurrence: output rows outside the sequences
 // never written, CUDA-graph capture and replay, bad cu_seqlens contents (no fault; the opt-in check
 // names them), wrong pointers and workspace (every kind of memory the pointer check tells apart, another
-// GPU's memory), trusted pointers, bitwise repeatability. (The options: test_gpu_options.cpp.)
+// GPU's memory, buffers too small for their shape), trusted pointers, bitwise repeatability. (The options: test_gpu_options.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -15,7 +15,9 @@
 
 #include "reference/common.h"
 #include "tests/golden_io.h"
+#include "tests/gpu/decode_harness.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/random_decode.h"
 #include "tests/random_problem.h"
 
 namespace kda::test {
@@ -189,6 +191,95 @@ TEST(GpuSafety, PointerKinds) {
   EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
   EXPECT_EQ(cudaFree(managed), cudaSuccess);
   EXPECT_EQ(cudaFree(big), cudaSuccess);
+}
+
+// A buffer too small for its declared shape (api.cpp, check_pointer: the bytes from the pointer to one
+// past the last element must lie inside the allocation the pointer is in, as the driver reports it), for
+// an input, the written out, a state, the workspace and kda_decode's state pool: refused by name, with the
+// shortfall, before any kernel runs (out keeps its poison). Every buffer here is one 2 MiB allocation, so
+// the driver's range is the allocation whatever granularity it rounds small ones to; a tensor that fills
+// its allocation exactly runs (and PointerKinds' interior pointer ends exactly at its allocation's end).
+TEST(GpuSafety, BuffersTooSmallForTheirShapeAreNamed) {
+  KDA_SKIP_WITHOUT_SM90();
+  constexpr size_t kAlloc = size_t{2} << 20;
+  ProblemSpec s;
+  s.T = 2048;
+  s.H = s.HV = 4;  // q, k, v, g and out: 2048 x 4 x 128 bf16 = 2 MiB each
+  RandomProblem p = make_random_problem(s);
+  DeviceProblem dp(p.params());
+  const size_t tensor_bytes = static_cast<size_t>(s.T) * s.H * 128 * 2;
+  ASSERT_EQ(tensor_bytes, kAlloc);
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, kAlloc), cudaSuccess);
+  unsigned char* const base = static_cast<unsigned char*>(buf);
+  ASSERT_EQ(cudaMemset(dp.params().out.data, 0xff, tensor_bytes), cudaSuccess);
+  auto refused = [&](const kda_fwd_params& params, void* workspace, const char* name, size_t bytes, size_t short_by) {
+    const std::string expected = std::string(name) + ": expected its " + std::to_string(bytes) + " bytes from ";
+    const kda_status st = kda_fwd(&params, workspace, dp.workspace_bytes(), nullptr);
+    EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT) << name;
+    const std::string msg = st.message;
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    EXPECT_NE(msg.find("got an allocation of " + std::to_string(kAlloc) + " bytes from "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(" + std::to_string(short_by) + " bytes short)"), std::string::npos) << msg;
+    std::printf("[ check ] %s\n", st.message);
+  };
+  // An input and the written out, each 1 KiB into the allocation: 1,024 bytes short.
+  ASSERT_EQ(cudaMemcpy(base + 1024, dp.params().q.data, kAlloc - 1024, cudaMemcpyDeviceToDevice), cudaSuccess);
+  kda_fwd_params a = dp.params();
+  a.q.data = base + 1024;
+  refused(a, dp.workspace(), "q", tensor_bytes, 1024);
+  a = dp.params();
+  a.out.data = base + 1024;
+  refused(a, dp.workspace(), "out", tensor_bytes, 1024);
+  // The initial state ([1, 4, 128, 128] f32, 256 KiB) 128 KiB before the allocation's end.
+  const size_t state_bytes = static_cast<size_t>(s.HV) * 128 * 128 * 4;
+  a = dp.params();
+  ASSERT_NE(a.initial_state.data, nullptr);
+  a.initial_state.data = base + kAlloc - state_bytes / 2;
+  refused(a, dp.workspace(), "initial_state", state_bytes, state_bytes / 2);
+  // The workspace 256 bytes before the allocation's end (still 256-byte aligned).
+  ASSERT_GT(dp.workspace_bytes(), size_t{256});
+  const size_t needed = dp.workspace_bytes();
+  refused(dp.params(), base + kAlloc - 256, "workspace", needed, needed - 256);
+  // None of the refused calls wrote out.
+  std::vector<uint16_t> bits(tensor_bytes / 2);
+  ASSERT_EQ(cudaMemcpy(bits.data(), dp.params().out.data, tensor_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(std::all_of(bits.begin(), bits.end(), [](uint16_t x) { return x == 0xffff; })) << "a refused call wrote out";
+  // The same q filling the allocation exactly runs, with the bits of the plain run.
+  ASSERT_EQ(cudaMemcpy(base, dp.params().q.data, kAlloc, cudaMemcpyDeviceToDevice), cudaSuccess);
+  a = dp.params();
+  a.q.data = base;
+  kda_status st = kda_fwd(&a, dp.workspace(), dp.workspace_bytes(), nullptr);
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  std::vector<uint16_t> exact(tensor_bytes / 2), plain(tensor_bytes / 2);
+  ASSERT_EQ(cudaMemcpy(exact.data(), dp.params().out.data, tensor_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  st = kda_fwd(&dp.params(), dp.workspace(), dp.workspace_bytes(), nullptr);
+  ASSERT_EQ(st.code, KDA_OK) << st.message;
+  ASSERT_EQ(cudaMemcpy(plain.data(), dp.params().out.data, tensor_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(exact == plain) << "q filling its allocation exactly";
+
+  // kda_decode: a pool of 16 f32 slots of 2 x 128 x 128 (2 MiB) one slot into the allocation.
+  DecodeSpec ds;
+  ds.B = 4;
+  ds.H = ds.HV = 2;
+  ds.slots = 16;
+  RandomDecode d = make_random_decode(ds);
+  DeviceDecode dd(d);
+  const size_t pool_bytes = static_cast<size_t>(ds.slots) * pool_slot_bytes(d);
+  ASSERT_EQ(pool_bytes, kAlloc);
+  kda_decode_params dprm = dd.params();
+  dprm.state_pool.data = base + pool_slot_bytes(d);
+  st = kda_decode(&dprm, nullptr);
+  EXPECT_EQ(st.code, KDA_ERROR_INVALID_ARGUMENT);
+  const std::string msg = st.message;
+  EXPECT_NE(msg.find("state_pool: expected its " + std::to_string(pool_bytes) + " bytes from "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(" + std::to_string(pool_slot_bytes(d)) + " bytes short)"), std::string::npos) << msg;
+  std::printf("[ check ] %s\n", st.message);
+  dprm.state_pool.data = base;  // filling it exactly: runs
+  st = kda_decode(&dprm, nullptr);
+  EXPECT_EQ(st.code, KDA_OK) << st.message;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
 }
 
 // Memory of another GPU (api.cpp, check_pointer's last check; the host mutants cannot reach it): q and then
