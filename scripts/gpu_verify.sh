@@ -20,7 +20,8 @@
 #   publish    every input of BENCHMARK_H200.md in one call, on an H200 only (elsewhere it fails at once,
 #              timing nothing; PUBLISH_ANY_GPU=1 for a dry run): the package installed, PUBLISH_ROUNDS
 #              rounds (default 2) of the benchmark alternated with BASE_BUILD's (an earlier commit's build
-#              folder, optional), the decode benchmark, pybench; prints the make_benchmark_md.py command
+#              folder, optional), the decode benchmark, pybench (PUBLISH_PYBENCH=0: neither the package nor
+#              pybench, a call of ~2 minutes); prints the make_benchmark_md.py command
 #   singlepass issue 10's measurement benchmarks: the wgmma chunk step with the recurrence kernel's
 #              parts added one at a time, the preparation by one warp per chunk against the library's
 #              (every record field compared), and the preparation inside the chain's CTA (checked

@@ -162,8 +162,13 @@ stage_publish() {
     record publish 1 "BASE_BUILD without a benchmark"
     return
   fi
-  install_package pip_install.log || rc=$((rc + 1))  # (gpu_verify_python.sh)
-  tail -1 "$LOG/pip_install.log"
+  # PUBLISH_PYBENCH=0: no package, no pybench (a short call: the table's FLA column falls back to the
+  # anchors of cases.json, and the decode table has no FLA column).
+  local py=${PUBLISH_PYBENCH:-1}
+  if [ "$py" != 0 ]; then
+    install_package pip_install.log || rc=$((rc + 1))  # (gpu_verify_python.sh)
+    tail -1 "$LOG/pip_install.log"
+  fi
   for ((r = 1; r <= n; r++)); do
     sfx=$([ "$r" -eq 1 ] || echo "_r$r")
     if [ -n "$base" ] && [ $((r % 2)) -eq 0 ]; then
@@ -183,10 +188,10 @@ stage_publish() {
       fi
     fi
   done
-  stage_pybench  # (bench_python.json; a summary line of its own)
+  [ "$py" = 0 ] || stage_pybench  # (bench_python.json; a summary line of its own)
   echo "publish: on the CPU machine, with the files above in benchmarks/results/ under names of their own:"
-  echo "  python3 scripts/make_benchmark_md.py --bench BENCH.json --python BENCH_PYTHON.json --decode BENCH_DECODE.json" \
+  echo "  python3 scripts/make_benchmark_md.py --bench BENCH.json$([ "$py" = 0 ] || echo ' --python BENCH_PYTHON.json') --decode BENCH_DECODE.json" \
     "${base:+--baseline BENCH_BASE.json --baseline-label BASE_COMMIT }--date '$(date -u '+%Y-%m-%d %H:%M') UTC'" \
     "--commit '$(sed -n 's/.*flash_kda [0-9.]*+\([0-9a-z-]*\).*/\1/p' "$LOG/bench.log" | head -1)' --device '$gpu' --command '...'"
-  record publish $rc "on $gpu, $n rounds${base:+ alternated with $base}: bench*.json, bench_decode*.json (logs), bench_base.json (OUT)"
+  record publish $rc "on $gpu, $n rounds${base:+ alternated with $base}$([ "$py" != 0 ] || echo ', no pybench'): bench*.json, bench_decode*.json (logs), bench_base.json (OUT)"
 }
