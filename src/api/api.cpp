@@ -43,7 +43,8 @@ kda_status check_device(int* device_out) {
 // The driver's pointer query, resolved once through the runtime (nullptr when the driver does not
 // provide it). cudaPointerGetAttributes fills every attribute: 0.08 us per pointer on the H200 host
 // against 0.04 us for the driver's query of three (flash_kda_bench_host, 2026-12-01), ~0.5 us of each
-// call's 13 checks, before the first launch.
+// call's 13 checks, before the first launch; the check's five (query_pointer) cost 0.01-0.025 us more
+// per pointer (H100 host, 2026-12-06: docs/performance_notes.md, "The short-buffer check's host cost").
 using PointerQuery = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 PointerQuery pointer_query() {
   static const PointerQuery fn = [] {
