@@ -2,7 +2,8 @@
 // never alias (zero or too-small strides), written tensors share no byte with the others (out vs
 // inputs and states, final_state vs everything but exactly initial_state), the workspace shares no
 // byte with any tensor; the in-place state update (final_state is initial_state, same dtype) is
-// supported and equals the out-of-place result bitwise on both CPU paths.
+// supported and equals the out-of-place result bitwise on both CPU paths. Also the pointer check's
+// allocation test (bytes_past_range; the driver's answer is GPU-only, GpuSafety tests it there).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,11 +12,31 @@
 #include <vector>
 
 #include "flash_kda/flash_kda.h"
+#include "src/api/memory_rules.h"
 #include "tests/random_problem.h"
 #include "tests/validation_fixture.h"
 
 namespace kda::test {
 namespace {
+
+// --- the pointer check's allocation test (api.cpp check_pointer; the driver's range is given here)
+TEST(AllocationRange, BytesPastTheEndOfTheRange) {
+  const uintptr_t start = 0x7f0000000000;
+  const size_t size = size_t{2} << 20;
+  EXPECT_EQ(bytes_past_range(start, size, start, size), 0u);                // fills it exactly
+  EXPECT_EQ(bytes_past_range(start + 1024, size - 1024, start, size), 0u);  // ends at its end
+  EXPECT_EQ(bytes_past_range(start + 1024, size, start, size), 1024u);      // 1 KiB short
+  EXPECT_EQ(bytes_past_range(start, size + 1, start, size), 1u);            // one byte short
+  EXPECT_EQ(bytes_past_range(start + size - 256, 12357632, start, size), 12357376u);
+  EXPECT_EQ(bytes_past_range(start + 8, 1, start, size), 0u);
+  EXPECT_EQ(bytes_past_range(start, 0, start, size), 0u);                   // no element
+  EXPECT_EQ(bytes_past_range(start, size + 1, start, 0), 0u);               // the range not known
+  // Near the top of the address space nothing wraps around.
+  const uintptr_t top = UINTPTR_MAX - 4095;
+  EXPECT_EQ(bytes_past_range(top, 4096, top, 4096), 0u);
+  EXPECT_EQ(bytes_past_range(top, 8192, top, 4096), 4096u);
+  EXPECT_EQ(bytes_past_range(top, SIZE_MAX, top, 4096), uint64_t{SIZE_MAX} - 4096);
+}
 
 // --- out's rows (strides only: every entry point, the shape-only query included)
 TEST_F(Validation, OutRowsAliasWithAZeroStride) {

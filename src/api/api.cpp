@@ -83,15 +83,6 @@ bool query_pointer(const void* ptr, PointerFacts* f) {
   return false;
 }
 
-// Bytes of [ptr, ptr + bytes) past the end of f's range (0: inside it, or the range not known), in
-// 128-bit arithmetic (no wrap-around whatever the pointer holds).
-unsigned __int128 bytes_past_range(const PointerFacts& f, const void* ptr, size_t bytes) {
-  if (f.range_size == 0) return 0;
-  const unsigned __int128 end = static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(ptr)) + bytes;
-  const unsigned __int128 range_end = static_cast<unsigned __int128>(f.range_start) + f.range_size;
-  return end > range_end ? end - range_end : 0;
-}
-
 // The pointer must be device (or managed) memory of `device`, and the `bytes` from it (the tensor's first
 // to one past its last element; the workspace's size) must lie inside the allocation it points into: a
 // buffer too small for its declared shape would otherwise be read or written past its end. The common
@@ -102,7 +93,8 @@ kda_status check_pointer(const char* name, const void* ptr, size_t bytes, int de
   PointerFacts f;
   const bool known = query_pointer(ptr, &f);
   if (known && (f.type == CU_MEMORYTYPE_DEVICE || f.managed != 0) && f.ordinal == device) {
-    const unsigned __int128 past = bytes_past_range(f, ptr, bytes);
+    const uint64_t past = kda::bytes_past_range(reinterpret_cast<uintptr_t>(ptr), bytes,
+                                                static_cast<uintptr_t>(f.range_start), f.range_size);
     if (past == 0) return make_ok();
     return make_error(KDA_ERROR_INVALID_ARGUMENT,
                       "%s: expected its %zu bytes from %p to lie inside the allocation it points into, got an "

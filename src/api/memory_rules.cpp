@@ -128,6 +128,15 @@ DecodeTensors::DecodeTensors(const kda_decode_params& p)
         {"num_accepted_tokens", &p.num_accepted_tokens},
         {"cu_seqlens", &p.cu_seqlens}} {}
 
+uint64_t bytes_past_range(uintptr_t ptr, size_t bytes, uintptr_t start, size_t size) {
+  if (size == 0) return 0;
+  const unsigned __int128 end = static_cast<unsigned __int128>(ptr) + bytes;
+  const unsigned __int128 range_end = static_cast<unsigned __int128>(start) + size;
+  if (end <= range_end) return 0;
+  const unsigned __int128 past = end - range_end;
+  return past > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(past);
+}
+
 size_t tensor_span_bytes(const kda_tensor& t) {
   if (t.ndim < 1 || t.ndim > 4) return 0;
   size_t elems = 1;

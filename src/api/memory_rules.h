@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "src/api/problem.h"
 
@@ -29,6 +30,11 @@ size_t tensor_span_bytes(const kda_tensor& t);
 // span of the dimensions before it. Needs no pointer; the message names `name`.
 kda_status check_rows_distinct(const char* name, const kda_tensor& t);
 inline kda_status check_out_rows_distinct(const kda_tensor& out) { return check_rows_distinct("out", out); }
+
+// Bytes of [ptr, ptr + bytes) past the end of the address range [start, start + size) that ptr lies in
+// (the pointer check's allocation test, api.cpp check_pointer): 0 when it ends inside the range, or when
+// size is 0 (the range not known). 128-bit arithmetic, whatever the pointer holds; saturated at 2^64 - 1.
+uint64_t bytes_past_range(uintptr_t ptr, size_t bytes, uintptr_t start, size_t size);
 
 // A tensor of a call with the name its messages use.
 struct NamedTensor {
