@@ -144,7 +144,8 @@ stage_cpsweep() {
 # package is built and installed first (its compile would disturb the host timings); then PUBLISH_ROUNDS
 # rounds (default 2) of the protocol, alternated with BASE_BUILD's benchmark when BASE_BUILD names the
 # build folder of an earlier commit (odd rounds this build first, even rounds the base first); the
-# decode benchmark after round 1 (BASE_BUILD's too); then bench_python.py with FLA (the pybench stage).
+# decode benchmark after round 1 (BASE_BUILD's too); then bench_python.py with FLA (the pybench stage;
+# PUBLISH_PYBENCH=0 leaves out the package and pybench, below).
 # bench.json, bench_base.json, bench_decode.json and bench_python.json go to OUT (gpu_verify.sh copies
 # them at its end; the other rounds stay in the logs). Prints the make_benchmark_md.py command that makes
 # the table from them on the CPU machine, with the commit the benchmark binary names (kda_version_string;

@@ -11,6 +11,7 @@
 #include "flash_kda_commit.h"  // FLASH_KDA_GIT_COMMIT, generated at build time (cmake/flash_kda_commit.cmake)
 #include "reference/reference.h"
 #include "src/core/checked_math.h"
+#include "src/api/device_checks.h"
 #include "src/api/memory_rules.h"
 #include "src/api/problem.h"
 #include "src/launch/launch.h"
@@ -145,12 +146,6 @@ kda_status check_cu_seqlens_host(const kda::Problem& pr, bool full) {
   return make_ok();
 }
 
-kda_status check_pointers(const kda_fwd_params& p, int device) {
-  for (const kda::NamedTensor& e : kda::FwdTensors(p).t)
-    KDA_RETURN_IF_ERROR(check_pointer(e.name, e.t->data, kda::tensor_span_bytes(*e.t), device));
-  return make_ok();
-}
-
 }  // namespace
 
 extern "C" {
@@ -237,7 +232,8 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
   int device = -1;
   KDA_RETURN_IF_ERROR(check_device(&device));
   if (!params->trusted_pointers) {
-    KDA_RETURN_IF_ERROR(check_pointers(*params, device));
+    const kda::FwdTensors tensors(*params);
+    KDA_RETURN_IF_ERROR(kda::check_device_tensors(tensors.t, sizeof(tensors.t) / sizeof(tensors.t[0]), device));
     if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, needed, device));
   }
   if (params->check_cu_seqlens && problem.varlen)
@@ -285,13 +281,15 @@ const char* kda_build_architectures(void) { return FLASH_KDA_ARCHS; }
 
 }  // extern "C"
 
-// ---- Shared with the other entry points (src/api/device_checks.h; api_decode.cpp) ----
+// ---- Shared with the other entry points (src/api/device_checks.h; api_decode.cpp, api_cp.cpp) ----
 namespace kda {
 kda_status check_sm90_device(int* device) { return check_device(device); }
 kda_status check_device_pointer(const char* name, const void* ptr, size_t bytes, int device) {
   return check_pointer(name, ptr, bytes, device);
 }
-kda_status check_device_tensor(const char* name, const kda_tensor& t, int device) {
-  return check_pointer(name, t.data, tensor_span_bytes(t), device);
+kda_status check_device_tensors(const NamedTensor* tensors, size_t count, int device) {
+  for (size_t i = 0; i < count; ++i)
+    KDA_RETURN_IF_ERROR(check_pointer(tensors[i].name, tensors[i].t->data, tensor_span_bytes(*tensors[i].t), device));
+  return make_ok();
 }
 }  // namespace kda

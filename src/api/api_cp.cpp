@@ -23,17 +23,15 @@ kda_status check_params_struct(const kda_fwd_params* params) {
   return make_ok();
 }
 
-kda_status check_pointers(const char* const* names, const kda_tensor* const* tensors, int count, int device) {
-  for (int i = 0; i < count; ++i) KDA_RETURN_IF_ERROR(kda::check_device_tensor(names[i], *tensors[i], device));
-  return make_ok();
-}
-
 // The inputs of the shard (and, for the forward, its outputs and states) on the current device.
 kda_status check_shard_pointers(const kda_fwd_params& p, bool forward, int device) {
-  const char* names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias", "cu_seqlens", "out", "initial_state", "final_state"};
-  const kda_tensor* tensors[] = {&p.q,     &p.k,          &p.v,   &p.g,           &p.beta,       &p.A_log,
-                                 &p.dt_bias, &p.cu_seqlens, &p.out, &p.initial_state, &p.final_state};
-  return check_pointers(names, tensors, forward ? 11 : 8, device);
+  const kda::NamedTensor tensors[] = {{"q", &p.q},          {"k", &p.k},
+                                      {"v", &p.v},          {"g", &p.g},
+                                      {"beta", &p.beta},    {"A_log", &p.A_log},
+                                      {"dt_bias", &p.dt_bias}, {"cu_seqlens", &p.cu_seqlens},
+                                      {"out", &p.out},      {"initial_state", &p.initial_state},
+                                      {"final_state", &p.final_state}};
+  return kda::check_device_tensors(tensors, forward ? 11 : 8, device);
 }
 
 // The workspace on the host (size, pointer, alignment), before the device is looked at, as kda_fwd
@@ -82,8 +80,8 @@ kda_status kda_segment_transition(const kda_fwd_params* params, kda_tensor D, kd
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
   if (!params->trusted_pointers) {
     KDA_RETURN_IF_ERROR(check_shard_pointers(local, false, device));
-    KDA_RETURN_IF_ERROR(kda::check_device_tensor("D", D, device));
-    KDA_RETURN_IF_ERROR(kda::check_device_tensor("M", M, device));
+    const kda::NamedTensor dm[] = {{"D", &D}, {"M", &M}};
+    KDA_RETURN_IF_ERROR(kda::check_device_tensors(dm, 2, device));
     if (needed > 0) KDA_RETURN_IF_ERROR(kda::check_device_pointer("workspace", workspace, needed, device));
   }
   return kda::sm90::segment_transition(tp, plan, workspace, stream);
@@ -116,9 +114,9 @@ kda_status kda_combine_transitions(int64_t num_shards, kda_tensor D, kda_tensor 
   KDA_RETURN_IF_ERROR(kda::validate_combine(num_shards, D, M, initial_state, start_states, end_state, true, &cp));
   int device = -1;
   KDA_RETURN_IF_ERROR(kda::check_sm90_device(&device));
-  const char* names[] = {"D", "M", "initial_state", "start_states", "end_state"};
-  const kda_tensor* tensors[] = {&D, &M, &initial_state, &start_states, &end_state};
-  KDA_RETURN_IF_ERROR(check_pointers(names, tensors, 5, device));
+  const kda::NamedTensor tensors[] = {
+      {"D", &D}, {"M", &M}, {"initial_state", &initial_state}, {"start_states", &start_states}, {"end_state", &end_state}};
+  KDA_RETURN_IF_ERROR(kda::check_device_tensors(tensors, 5, device));
   return kda::sm90::combine_transitions(cp, stream);
 }
 

@@ -13,9 +13,8 @@
 namespace {
 
 kda_status check_pointers(const kda_decode_params& p, int device) {
-  for (const kda::NamedTensor& e : kda::DecodeTensors(p).t)
-    KDA_RETURN_IF_ERROR(kda::check_device_tensor(e.name, *e.t, device));
-  return kda::make_ok();
+  const kda::DecodeTensors tensors(p);
+  return kda::check_device_tensors(tensors.t, sizeof(tensors.t) / sizeof(tensors.t[0]), device);
 }
 
 }  // namespace
