@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 #include "flash_kda/flash_kda.h"
 #include "flash_kda_commit.h"  // FLASH_KDA_GIT_COMMIT, generated at build time (cmake/flash_kda_commit.cmake)
@@ -116,7 +117,9 @@ kda_status check_pointer(const char* name, const void* ptr, size_t bytes, int de
   if (attr.device != device)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected memory on the current device %d, got memory of device %d",
                       name, device, attr.device);
-  return make_ok();  // (the driver's query unavailable: the range is not checked)
+  // Reached only when the driver's query is missing or failed while the runtime's succeeded: device memory
+  // of this device, its range not checked.
+  return make_ok();
 }
 
 // Contents of a host cu_seqlens (kda_fwd_cpu). Always: non-decreasing entries, since a decreasing
@@ -233,7 +236,7 @@ kda_status kda_fwd(const kda_fwd_params* params, void* workspace, size_t workspa
   KDA_RETURN_IF_ERROR(check_device(&device));
   if (!params->trusted_pointers) {
     const kda::FwdTensors tensors(*params);
-    KDA_RETURN_IF_ERROR(kda::check_device_tensors(tensors.t, sizeof(tensors.t) / sizeof(tensors.t[0]), device));
+    KDA_RETURN_IF_ERROR(kda::check_device_tensors(tensors.t, std::size(tensors.t), device));
     if (needed > 0) KDA_RETURN_IF_ERROR(check_pointer("workspace", workspace, needed, device));
   }
   if (params->check_cu_seqlens && problem.varlen)

@@ -2,6 +2,7 @@
 // the device and the pointers, the opt-in content check, then the SM90 launcher or the CPU
 // reference.
 #include <cstring>
+#include <iterator>
 
 #include "flash_kda/flash_kda.h"
 #include "reference/decode_reference.h"
@@ -14,7 +15,7 @@ namespace {
 
 kda_status check_pointers(const kda_decode_params& p, int device) {
   const kda::DecodeTensors tensors(p);
-  return kda::check_device_tensors(tensors.t, sizeof(tensors.t) / sizeof(tensors.t[0]), device);
+  return kda::check_device_tensors(tensors.t, std::size(tensors.t), device);
 }
 
 }  // namespace
