@@ -7,6 +7,9 @@
 # has the last results.
 #
 #   scripts/mutants.sh check                  (here, ctest's mutants_apply) every patch applies to the tree
+#       exactly: `patch -F0`, every context line as written (patch's default fuzz would let a patch whose
+#       first or last context lines went stale apply, and change code its author never read).
+#       MUTANT_PATCH_DIR (default tests/mutants) names another folder of patches (tests/tools/mutants_check_test.sh).
 #   scripts/mutants.sh build [BUILD] [DEST]   (here: no GPU needed) for each patch, the library objects
 #       whose sources it touches (ninja's dependency lists) compiled again from a patched copy of src/
 #       with the build's own commands, put into a copy of libflash_kda.a, and test_gpu linked against it:
@@ -35,12 +38,23 @@ BUILD=${2:-$ROOT/build}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 DEST=${3:-$BUILD/mutants}
 case "$DEST" in /*) ;; *) DEST=$ROOT/$DEST ;; esac
-PATCHES=$(ls "$ROOT"/tests/mutants/*.patch)
+PATCH_DIR=${MUTANT_PATCH_DIR:-$ROOT/tests/mutants}
+PATCHES=$(ls "$PATCH_DIR"/*.patch 2>/dev/null)
 if [ -n "${MUTANTS:-}" ]; then
   sel=""
-  for n in $MUTANTS; do sel="$sel $(ls "$ROOT"/tests/mutants/${n}_*.patch)"; done
+  for n in $MUTANTS; do sel="$sel $(ls "$PATCH_DIR"/${n}_*.patch)"; done
   PATCHES=$sel
 fi
+
+# Copies the library's include roots (every root its sources include from) into TMP and applies PATCH there
+# with no fuzz (-F0): a context line that no longer matches the tree makes the patch stale. Extra
+# arguments go to patch (--dry-run).
+apply_exact() {  # apply_exact TMP PATCH [ARGS...]
+  local tmp=$1 p=$2
+  shift 2
+  cp -r "$ROOT/src" "$ROOT/include" "$ROOT/reference" "$tmp/"
+  patch -s -F0 "$@" -d "$tmp" -p1 < "$p"
+}
 
 # The build's compile command for library object OBJ, writing OUT from source SRC; with INCLUDE_ROOT,
 # the tree's include roots replaced by that copy's (build_one's patched src/).
@@ -62,8 +76,7 @@ build_one() {  # build_one PATCH
   local patch=$1 name tmp objs obj cmd_line member
   name=$(basename "$patch" .patch)
   tmp=$(mktemp -d /tmp/flash_kda_mutant.XXXX)
-  cp -r "$ROOT/src" "$ROOT/include" "$ROOT/reference" "$tmp/"  # every include root of the library's sources
-  if ! patch -s -d "$tmp" -p1 < "$patch"; then echo "$name: the patch does not apply (stale)"; rm -rf "$tmp"; return 1; fi
+  if ! apply_exact "$tmp" "$patch"; then echo "$name: the patch does not apply exactly (stale)"; rm -rf "$tmp"; return 1; fi
   local changed
   changed=$(grep '^+++ b/' "$patch" | sed 's|^+++ b/||; s|\t.*||')
   objs=""
@@ -195,14 +208,13 @@ case "$cmd" in
     exit $? ;;
   check)
     failed=0
-    tmp=$(mktemp -d /tmp/flash_kda_mutant_check.XXXX)
-    cp -r "$ROOT/src" "$tmp/"
     for p in $PATCHES; do
-      if patch -s --dry-run -d "$tmp" -p1 < "$p" > /dev/null 2>&1; then echo "$(basename "$p"): applies"
-      else echo "$(basename "$p"): does not apply (stale: regenerate it against the tree)"; failed=$((failed + 1)); fi
+      tmp=$(mktemp -d /tmp/flash_kda_mutant_check.XXXX)
+      if apply_exact "$tmp" "$p" --dry-run > /dev/null 2>&1; then echo "$(basename "$p"): applies"
+      else echo "$(basename "$p"): does not apply exactly (stale: regenerate it against the tree)"; failed=$((failed + 1)); fi
+      rm -rf "$tmp"
     done
-    rm -rf "$tmp"
-    [ -n "$PATCHES" ] || { echo "no patches in tests/mutants"; exit 1; }
+    [ -n "$PATCHES" ] || { echo "no patches in $PATCH_DIR"; exit 1; }
     exit $failed ;;
   build)
     failed=0
@@ -229,5 +241,5 @@ case "$cmd" in
     echo "unexpected survivors: $survivors"
     exit $((bad_controls + survivors)) ;;
   *)
-    sed -n '2,28p' "$0"; exit 2 ;;
+    sed -n '2,31p' "$0"; exit 2 ;;
 esac
