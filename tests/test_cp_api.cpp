@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,85 @@ TEST_F(CpApi, WorkspaceIsCheckedOnTheHostBeforeTheDevice) {
   unsigned char* ws = buf.data() + (256 - reinterpret_cast<uintptr_t>(buf.data()) % 256) % 256 + 16;
   ExpectNames(kda_segment_transition(&p_, D_, M_, ws, bytes, nullptr), {"workspace:", "256-byte aligned"});
   ExpectNames(kda_fwd_prepared(&p_, ws, bytes, nullptr), {"workspace:", "256-byte aligned"});
+}
+
+// The header's promise to the driver (flash_kda.h, kda_fwd_prepared): the bytes of
+// kda_segment_transition_workspace_size, with D and M or with neither, cover kda_fwd_prepared on the
+// same params whatever its out and states, and cover kda_segment_transition itself. Checked on 400
+// random valid shards (fixed batches and packed ones, lengths 0-2000, GVA, states of either dtype or
+// none, every gate, method, split and single-pass choice): each call given exactly the query's bytes
+// gets past every host check to the device (none here; with a GPU, the pointer check refuses the
+// stand-in addresses). The tensors are stand-in addresses, never dereferenced: no host check reads data.
+TEST(CpWorkspace, TheQueryCoversThePreparedForwardOnRandomShards) {
+  std::mt19937_64 rng(20261206);
+  auto pick = [&](int n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  uintptr_t next = uintptr_t{1} << 40;  // disjoint 256-byte aligned stand-in ranges
+  auto place = [&](kda_dtype dt, int ndim, const int64_t* shape) {
+    kda_tensor t = kda_tensor_contiguous(reinterpret_cast<void*>(next), dt, ndim, shape);
+    int64_t elems = 1;
+    for (int d = 0; d < ndim; ++d) elems *= shape[d];
+    next += (static_cast<uintptr_t>(elems) * (dt == KDA_DTYPE_BF16 ? 2 : 4) / 256 + 2) * 256;
+    return t;
+  };
+  auto reached_device = [](const kda_status& s) {
+    return s.code == KDA_ERROR_UNSUPPORTED_DEVICE || std::string(s.message).find("expected CUDA device memory") != std::string::npos;
+  };
+  int calls = 0;
+  for (int it = 0; it < 400; ++it) {
+    const bool varlen = pick(2) == 1;
+    const int64_t N = 1 + pick(4), H = 1 + pick(4), HV = H * (1 + pick(2)), longest = pick(3) == 0 ? 2000 : 300;
+    std::vector<int64_t> lens(N);
+    int64_t total = 0;
+    for (int64_t& l : lens) total += (l = pick(longest + 1));
+    const int64_t B = varlen ? 1 : N, T = varlen ? total : lens[0];
+    const int64_t sq[4] = {B, T, H, D}, sv[4] = {B, T, HV, D}, ss[4] = {N, HV, D, D}, s2[2] = {HV, D}, n1 = N + 1;
+    kda_fwd_params p;
+    kda_fwd_params_init(&p);
+    p.q = place(KDA_DTYPE_BF16, 4, sq);
+    p.k = place(KDA_DTYPE_BF16, 4, sq);
+    p.v = place(KDA_DTYPE_BF16, 4, sv);
+    p.g = place(KDA_DTYPE_BF16, 4, sv);
+    p.beta = place(KDA_DTYPE_BF16, 3, sv);
+    p.out = place(KDA_DTYPE_BF16, 4, sv);
+    if (pick(2)) {
+      p.A_log = place(KDA_DTYPE_F32, 1, &HV);
+      p.dt_bias = place(KDA_DTYPE_F32, 2, s2);
+    }
+    const int64_t in_state = pick(3), out_state = pick(3);
+    if (in_state) p.initial_state = place(in_state == 1 ? KDA_DTYPE_BF16 : KDA_DTYPE_F32, 4, ss);
+    if (out_state) p.final_state = place(out_state == 1 ? KDA_DTYPE_BF16 : KDA_DTYPE_F32, 4, ss);
+    if (varlen) p.cu_seqlens = place(pick(2) ? KDA_DTYPE_I32 : KDA_DTYPE_I64, 1, &n1);
+    p.qk_l2norm = pick(4) != 0;
+    p.allow_neg_eigval = pick(4) == 0;
+    p.beta_sigmoid = static_cast<int32_t>(pick(2));
+    p.gate = static_cast<kda_gate>(pick(3));
+    p.context_split = pick(3) == 0 ? static_cast<int32_t>(pick(9)) : 0;
+    p.context_method = static_cast<int32_t>(pick(3));
+    p.single_pass = static_cast<int32_t>(pick(3));
+    const int64_t nt = 1 + pick(N), sd[4] = {nt, HV, D, D};
+    const kda_tensor Dt = place(KDA_DTYPE_F32, 4, sd), Mt = place(KDA_DTYPE_F32, 4, sd);
+    const std::string what = "shard " + std::to_string(it) + ": B " + std::to_string(B) + " T " + std::to_string(T) +
+                             " H " + std::to_string(H) + " HV " + std::to_string(HV) + (varlen ? " packed" : "") +
+                             " states " + std::to_string(in_state) + "/" + std::to_string(out_state) + " split " +
+                             std::to_string(p.context_split) + " method " + std::to_string(p.context_method);
+    size_t none = 0, with_dm = 0;
+    const kda_status a = kda_segment_transition_workspace_size(&p, kda_tensor{}, kda_tensor{}, &none);
+    const kda_status b = kda_segment_transition_workspace_size(&p, Dt, Mt, &with_dm);
+    ASSERT_EQ(a.code, KDA_OK) << what << ": " << a.message;
+    ASSERT_EQ(b.code, KDA_OK) << what << ": " << b.message;
+    void* ws = reinterpret_cast<void*>(next);
+    next += (with_dm / 256 + 2) * 256;
+    for (size_t bytes : {none, with_dm}) {
+      const kda_status f = kda_fwd_prepared(&p, ws, bytes, nullptr);
+      EXPECT_TRUE(reached_device(f)) << what << ", " << bytes << " bytes: " << f.message;
+    }
+    const kda_status t = kda_segment_transition(&p, Dt, Mt, ws, with_dm, nullptr);
+    const kda_status t0 = kda_segment_transition(&p, kda_tensor{}, kda_tensor{}, ws, none, nullptr);
+    EXPECT_TRUE(reached_device(t)) << what << ": " << t.message;
+    EXPECT_TRUE(reached_device(t0)) << what << " (no D, M): " << t0.message;
+    calls += 4;
+  }
+  EXPECT_EQ(calls, 1600);  // every shard ran its calls
 }
 
 TEST_F(CpApi, CombineArgumentRules) {
