@@ -77,4 +77,10 @@ struct Range {
 Range range_of(const kda_tensor& t);
 bool overlap(const Range& a, const Range& b);
 
+// Every present tensor well formed and inside one of the problem's buffers.
+bool honest(Problem* pr);
+// kda_fwd's memory rules judged from addresses, shapes and strides alone (fuzz_problem.cpp): "" or the
+// first rule the params break.
+std::string address_violation(Problem* pr);
+
 }  // namespace kda::fuzz

@@ -3,9 +3,10 @@
 // mutations of the corpus) from a seed for a number of iterations or seconds. Same harness as the
 // libFuzzer target (fuzz_case.h). Exit status 0; an invariant or sanitizer report aborts. --decode runs
 // kda_decode's harness instead (run_one_decode: no built-in corpus; random inputs, mutated from
-// random sources, and the files given).
+// random sources, and the files given); --cp the context-parallel entry points' (run_one_cp: kda_fwd's
+// inputs and corpus, with D, M, the workspace and a combine laid out from each input's seed).
 //
-//   flash_kda_fuzz_driver [--decode] [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
+//   flash_kda_fuzz_driver [--decode | --cp] [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
 //                         [--no-builtin] [PATH ...]
 //   flash_kda_fuzz_driver --emit-corpus DIR      (writes the regression inputs as files)
 #include <sys/stat.h>
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
   long long iterations = -1;
   double seconds = 0;
   size_t max_len = 256;
-  bool verbose = false, decode = false;
+  bool verbose = false, decode = false, cp = false;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> corpus = kda::fuzz::regression_inputs();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     else if (a == "--verbose") kda::fuzz::set_verbose(verbose = true);
     else if (a == "--no-builtin") corpus.clear();  // only the inputs of the paths that follow
     else if (a == "--decode") decode = true, corpus.clear();  // (the built-in corpus is kda_fwd's)
+    else if (a == "--cp") cp = true;  // (kda_fwd's inputs: its corpus serves)
     else if (a == "--emit-corpus") {
       const std::string dir = next();
       mkdir(dir.c_str(), 0755);
@@ -82,7 +84,7 @@ int main(int argc, char** argv) {
       std::printf("wrote %zu regression inputs to %s\n", kda::fuzz::regression_inputs().size(), dir.c_str());
       return 0;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: %s [--decode] [--seed N] [--iterations N] [--seconds S] [--max-len N] [PATH ...] | --emit-corpus DIR\n",
+      std::printf("usage: %s [--decode | --cp] [--seed N] [--iterations N] [--seconds S] [--max-len N] [PATH ...] | --emit-corpus DIR\n",
                   argv[0]);
       return 0;
     } else {
@@ -91,12 +93,19 @@ int main(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  auto run = decode ? kda::fuzz::run_one_decode : kda::fuzz::run_one;
-  auto summary = [decode](const char* what) {
+  auto run = decode ? kda::fuzz::run_one_decode : cp ? kda::fuzz::run_one_cp : kda::fuzz::run_one;
+  auto summary = [decode, cp](const char* what) {
     if (decode) {
       const kda::fuzz::DecodeStats& d = kda::fuzz::decode_stats();
       std::printf("%s: %lld decode inputs; honest params %lld; kda_decode_cpu ran %lld; determinism checks %lld\n", what,
                   d.inputs, d.honest, d.cpu_ok, d.deterministic_checked);
+      return;
+    }
+    if (cp) {
+      const kda::fuzz::CpStats& c = kda::fuzz::cp_stats();
+      std::printf("%s: %lld inputs; at the device check: kda_segment_transition %lld, kda_fwd_prepared %lld, "
+                  "kda_combine_transitions %lld\n", what, c.inputs, c.transition_reached, c.prepared_reached,
+                  c.combine_reached);
       return;
     }
     const kda::fuzz::Stats& s = kda::fuzz::stats();

@@ -67,55 +67,6 @@ unsigned __int128 workspace_lower_bound(const kda_fwd_params& p) {
   return lb;
 }
 
-// Every present tensor well formed and inside one of the harness's buffers.
-bool honest(Problem* pr) {
-  for (int i = 0; i < kSlots; ++i) {
-    const kda_tensor* t = slot(pr->p, i);
-    if (t->data == nullptr) continue;
-    unsigned __int128 bytes = 0;
-    if (!span_bytes(*t, &bytes) || owner(*pr, t->data, bytes) < 0) return false;
-  }
-  return true;
-}
-
-// The memory rules, judged here independently of the library from addresses, shapes and strides
-// only: what every entry point that takes data pointers must reject.
-std::string address_violation(Problem* pr) {
-  kda_fwd_params& p = pr->p;
-  const kda_tensor& out = p.out;
-  if (out.data != nullptr) {
-    bool empty = false;
-    int64_t count = 1;
-    for (int d = 0; d < 4; ++d) empty = empty || out.shape[d] == 0;
-    for (int d = 0; d < 4 && !empty; ++d) {
-      if (out.shape[d] > 1 && out.stride[d] == 0) return "out: a dimension of stride 0 aliases rows";
-      count = count > (1 << 22) ? count : count * out.shape[d];
-    }
-    if (!empty && count <= (1 << 22)) {  // every element's offset, distinct
-      std::vector<int64_t> offs;
-      for (int64_t a = 0; a < out.shape[0]; ++a)
-        for (int64_t b = 0; b < out.shape[1]; ++b)
-          for (int64_t c = 0; c < out.shape[2]; ++c)
-            for (int64_t e = 0; e < out.shape[3]; ++e)
-              offs.push_back(a * out.stride[0] + b * out.stride[1] + c * out.stride[2] + e * out.stride[3]);
-      std::sort(offs.begin(), offs.end());
-      if (std::adjacent_find(offs.begin(), offs.end()) != offs.end()) return "out: two elements share an address";
-    }
-  }
-  for (int w : {5, 9}) {
-    const kda_tensor* wt = slot(p, w);
-    if (wt->data == nullptr) continue;
-    for (int o = 0; o < kSlots; ++o) {
-      const kda_tensor* ot = slot(p, o);
-      if (o == w || ot->data == nullptr) continue;
-      if (w == 9 && o == 8 && wt->data == ot->data && raw_dtype(*wt) == raw_dtype(*ot)) continue;  // in place
-      if (overlap(range_of(*wt), range_of(*ot)))
-        return std::string(kSlotNames[w]) + " overlaps " + kSlotNames[o];
-    }
-  }
-  return "";
-}
-
 // Sequences covering the same tokens (reads cu_seqlens: honest params only): kda_fwd_cpu rejects them.
 std::string sequence_violation(Problem* pr) {
   kda_fwd_params& p = pr->p;
