@@ -77,7 +77,7 @@ const DecodeStats& decode_stats();
 
 // The harness of the context-parallel entry points (fuzz_cp.cpp: kda_segment_transition and its size
 // query, kda_fwd_prepared, kda_combine_transitions): kda_fwd's problem of the same bytes, with D, M, the
-// workspace and a combine's tensors laid out from its seed; aborts with a report when an invariant breaks.
+// workspace and a combine's tensors laid out from a hash of the bytes; aborts with a report when an invariant breaks.
 void run_one_cp(const uint8_t* data, size_t size);
 struct CpStats {
   long long inputs = 0, transition_reached = 0, prepared_reached = 0, combine_reached = 0;  // calls that got to the device check

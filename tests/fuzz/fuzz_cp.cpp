@@ -47,7 +47,7 @@ struct Cp {
   size_t given = 0;
   int64_t R = 1;                                 // the combine's
   kda_tensor cD{}, cM{}, init{}, start{}, end{};
-  std::string layout;                            // how the seed laid them out, for the report
+  std::string layout;                            // how the hash laid them out, for the report
 };
 
 std::string describe_tensor(const char* name, const kda_tensor& t) {
@@ -103,7 +103,7 @@ kda_tensor matrices(void* data, int64_t rows, int64_t HV) {
   return kda_tensor_contiguous(data, KDA_DTYPE_F32, 4, shape);
 }
 
-// One field of t set to an interesting value, or its pointer moved (the seed's choice).
+// One field of t set to an interesting value, or its pointer moved (rng's choice).
 void mutate(kda_tensor* t, Rng& rng, const Problem& pr) {
   const int64_t v = kInts[rng.next() % kNumInts];
   const int d = static_cast<int>(rng.next() % 4);

@@ -4,7 +4,9 @@
 // libFuzzer target (fuzz_case.h). Exit status 0; an invariant or sanitizer report aborts. --decode runs
 // kda_decode's harness instead (run_one_decode: no built-in corpus; random inputs, mutated from
 // random sources, and the files given); --cp the context-parallel entry points' (run_one_cp: kda_fwd's
-// inputs and corpus, with D, M, the workspace and a combine laid out from each input's seed).
+// inputs and corpus, with D, M, the workspace and a combine laid out from a hash of each input). A random run
+// that never got past the validation (no call reached the CPU path or the device check) fails: it tested
+// nothing.
 //
 //   flash_kda_fuzz_driver [--decode | --cp] [--seed N] [--iterations N] [--seconds S] [--max-len N] [--verbose]
 //                         [--no-builtin] [PATH ...]
@@ -152,5 +154,21 @@ int main(int argc, char** argv) {
   std::printf("random: %lld inputs in %.1f s (%.0f per second), seed %llu: no invariant broken\n", runs, t,
               t > 0 ? runs / t : 0.0, static_cast<unsigned long long>(seed));
   summary("  total");
+  // A run whose inputs never got past the validation tested nothing but the refusals: a failure.
+  bool reached = true;
+  if (decode) {
+    const kda::fuzz::DecodeStats& d = kda::fuzz::decode_stats();
+    reached = d.honest > 0 && d.cpu_ok > 0 && d.deterministic_checked > 0;
+  } else if (cp) {
+    const kda::fuzz::CpStats& c = kda::fuzz::cp_stats();
+    reached = c.transition_reached > 0 && c.prepared_reached > 0 && c.combine_reached > 0;
+  } else {
+    const kda::fuzz::Stats& s = kda::fuzz::stats();
+    reached = s.shape_query_ok > 0 && s.cpu_ok > 0 && s.tame_checked > 0;
+  }
+  if (runs > 0 && !reached) {
+    std::printf("FAILED: no input of this run reached every call it checks (see the counts above)\n");
+    return 1;
+  }
   return 0;
 }
