@@ -188,7 +188,7 @@ void lay_out(Cp* c, Arena& arena, uint64_t hash) {
     default: c->D = matrices(packed, nt, HV), c->M = matrices(c->pr.buf[2].base, nt, HV); break;  // M over v
   }
   if (rng.next() % 6 == 0 && c->D.data != nullptr && c->M.data != nullptr) {  // N_t of both: 0, N + 1, huge
-    const int64_t rows = rng.next() % 2 ? sequences(p) + 1 : kInts[rng.next() % kNumInts];
+    const int64_t rows = rng.next() % 2 ? std::min<int64_t>(sequences(p), int64_t{1} << 40) + 1 : kInts[rng.next() % kNumInts];
     c->D = matrices(arena.take(0), rows, HV);
     c->M = matrices(reinterpret_cast<unsigned char*>(c->D.data) + (uint64_t{1} << 52), rows, HV);  // far apart
     arena.next += uint64_t{1} << 53;
