@@ -46,13 +46,13 @@ if [ -n "${MUTANTS:-}" ]; then
   PATCHES=$sel
 fi
 
-# Copies the library's include roots (every root its sources include from) into TMP and applies PATCH there
-# with no fuzz (-F0): a context line that no longer matches the tree makes the patch stale. Extra
-# arguments go to patch (--dry-run).
+# The library's include roots (every root its sources include from), copied into TMP.
+copy_roots() { cp -r "$ROOT/src" "$ROOT/include" "$ROOT/reference" "$1/"; }
+# PATCH applied in TMP (a copy_roots copy) with no fuzz (-F0): a context line that no longer matches the
+# tree makes the patch stale. Extra arguments go to patch (--dry-run).
 apply_exact() {  # apply_exact TMP PATCH [ARGS...]
   local tmp=$1 p=$2
   shift 2
-  cp -r "$ROOT/src" "$ROOT/include" "$ROOT/reference" "$tmp/"
   patch -s -F0 "$@" -d "$tmp" -p1 < "$p"
 }
 
@@ -76,6 +76,7 @@ build_one() {  # build_one PATCH
   local patch=$1 name tmp objs obj cmd_line member
   name=$(basename "$patch" .patch)
   tmp=$(mktemp -d /tmp/flash_kda_mutant.XXXX)
+  copy_roots "$tmp"
   if ! apply_exact "$tmp" "$patch"; then echo "$name: the patch does not apply exactly (stale)"; rm -rf "$tmp"; return 1; fi
   local changed
   changed=$(grep '^+++ b/' "$patch" | sed 's|^+++ b/||; s|\t.*||')
@@ -208,12 +209,13 @@ case "$cmd" in
     exit $? ;;
   check)
     failed=0
+    tmp=$(mktemp -d /tmp/flash_kda_mutant_check.XXXX)
+    copy_roots "$tmp"  # one copy: --dry-run leaves it as it is
     for p in $PATCHES; do
-      tmp=$(mktemp -d /tmp/flash_kda_mutant_check.XXXX)
       if apply_exact "$tmp" "$p" --dry-run > /dev/null 2>&1; then echo "$(basename "$p"): applies"
       else echo "$(basename "$p"): does not apply exactly (stale: regenerate it against the tree)"; failed=$((failed + 1)); fi
-      rm -rf "$tmp"
     done
+    rm -rf "$tmp"
     [ -n "$PATCHES" ] || { echo "no patches in $PATCH_DIR"; exit 1; }
     exit $failed ;;
   build)

@@ -117,8 +117,8 @@ kda_status check_pointer(const char* name, const void* ptr, size_t bytes, int de
   if (attr.device != device)
     return make_error(KDA_ERROR_INVALID_ARGUMENT, "%s: expected memory on the current device %d, got memory of device %d",
                       name, device, attr.device);
-  // Reached only when the driver's query is missing or failed while the runtime's succeeded: device memory
-  // of this device, its range not checked.
+  // Reached when the driver's query is missing, failed or disagreed with the runtime's, and the runtime's
+  // says device memory of this device: its range not checked.
   return make_ok();
 }
 

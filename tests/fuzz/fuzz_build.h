@@ -77,6 +77,15 @@ struct Range {
 Range range_of(const kda_tensor& t);
 bool overlap(const Range& a, const Range& b);
 
+// The statuses the harnesses judge (fuzz_problem.cpp): a message containing `part`; an error of a rule
+// that looks at data pointers (NULL data, alignment, overlaps: the shape-only queries skip them), and
+// those plus the row strides in multiples of 16 bytes (kda_fwd's vector loads); a call on host pointers
+// that got past every host check (no SM90 device here, or the pointer check refusing host memory).
+bool has(const kda_status& s, const char* part);
+bool data_rule(const kda_status& s);
+bool device_rule(const kda_status& s);
+bool reached_device(const kda_status& s);
+
 // Every present tensor well formed and inside one of the problem's buffers.
 bool honest(Problem* pr);
 // kda_fwd's memory rules judged from addresses, shapes and strides alone (fuzz_problem.cpp): "" or the

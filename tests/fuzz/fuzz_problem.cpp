@@ -123,6 +123,15 @@ Range range_of(const kda_tensor& t) {
 }
 bool overlap(const Range& a, const Range& b) { return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi; }
 
+bool has(const kda_status& s, const char* part) { return std::strstr(s.message, part) != nullptr; }
+bool data_rule(const kda_status& s) {
+  return has(s, "got NULL data") || has(s, "aligned") || has(s, "memory disjoint");
+}
+bool device_rule(const kda_status& s) { return data_rule(s) || has(s, "multiple of 16 bytes"); }
+bool reached_device(const kda_status& s) {
+  return s.code == KDA_ERROR_UNSUPPORTED_DEVICE || has(s, "expected CUDA device memory");
+}
+
 // Every present tensor well formed and inside one of the harness's buffers.
 bool honest(Problem* pr) {
   for (int i = 0; i < kSlots; ++i) {

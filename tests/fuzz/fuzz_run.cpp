@@ -22,16 +22,6 @@ bool g_verbose = false;
   std::abort();
 }
 
-bool has(const kda_status& s, const char* part) { return std::strstr(s.message, part) != nullptr; }
-
-// Rules that look at data pointers (the shape-only query skips them).
-bool data_rule(const kda_status& s) {
-  return has(s, "got NULL data") || has(s, "aligned") || has(s, "memory disjoint");
-}
-
-// kda_fwd's own rules besides: row strides in multiples of 16 bytes (vector loads).
-bool device_rule(const kda_status& s) { return data_rule(s) || has(s, "multiple of 16 bytes"); }
-
 // Bytes of chunk records per (virtual chunk, value head), measured through the API once.
 size_t record_bytes() {
   static const size_t r = [] {
@@ -178,8 +168,7 @@ void run_one(const uint8_t* data, size_t size) {
   if (dev.code == KDA_OK) fail(*pr, "kda_fwd returned KDA_OK without a device call");
   if (ws.code != KDA_OK && std::strcmp(ws.message, dev.message) != 0 && !device_rule(dev))
     fail(*pr, std::string("kda_fwd and the shape query disagree: '") + dev.message + "' vs '" + ws.message + "'");
-  const bool reached_device = dev.code == KDA_ERROR_UNSUPPORTED_DEVICE || has(dev, "expected CUDA device memory");
-  if (reached_device) {
+  if (reached_device(dev)) {
     bool ws_overlap = false;
     const Range wr{reinterpret_cast<uintptr_t>(workspace), reinterpret_cast<uintptr_t>(workspace) + given};
     const bool well_formed = honest(pr);
