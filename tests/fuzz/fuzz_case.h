@@ -3,8 +3,10 @@
 // kda_fwd_params (raw shapes, strides, dtypes and enum values, aliased or misaligned pointers,
 // doubles, flags), then the API calls and the invariants they must keep:
 //  - no crash, no sanitizer report (the fuzz build uses ASan + UBSan), whatever the params hold;
-//  - kda_fwd_workspace_size: an error, or a size at least the chunk records' (computed here in
-//    128-bit arithmetic: a wrapped size is caught);
+//  - kda_fwd_workspace_size: an error, or a size that the two kernels' size (single_pass NEVER, which
+//    the header says covers every choice) covers, and that size at least the chunk records' (computed
+//    here in 128-bit arithmetic: a wrapped size is caught; a call the single pass covers whole needs
+//    only a few hundred bytes);
 //  - kda_fwd (no GPU is touched: there is none, or the pointers are host memory): never KDA_OK;
 //    when it gets as far as the device, every host-checkable argument was fine (workspace size,
 //    alignment, overlaps);

@@ -145,9 +145,22 @@ void run_one(const uint8_t* data, size_t size) {
   const kda_status ws = kda_fwd_workspace_size(&p, &needed);
   if (ws.code == KDA_OK) {
     ++g_stats.shape_query_ok;
+    // The records' bound holds for the two kernels' size (KDA_SINGLE_PASS_NEVER), which the header
+    // promises covers every choice: a call the single pass covers whole needs only a few hundred bytes
+    // (found by libFuzzer: one sequence of 65,535 value heads, 256 bytes).
+    kda_fwd_params never = p;
+    never.single_pass = KDA_SINGLE_PASS_NEVER;
+    size_t two_kernels = 0;
+    const kda_status wn = kda_fwd_workspace_size(&never, &two_kernels);
+    if (wn.code != KDA_OK)
+      fail(*pr, std::string("kda_fwd_workspace_size: accepted, but refused with single_pass NEVER: ") + wn.message);
+    if (two_kernels < needed)
+      fail(*pr, "kda_fwd_workspace_size: " + std::to_string(two_kernels) + " bytes with single_pass NEVER, less than the " +
+                    std::to_string(needed) + " of single_pass " + std::to_string(p.single_pass));
     const unsigned __int128 lb = workspace_lower_bound(p);
-    if (lb > static_cast<unsigned __int128>(SIZE_MAX) || needed < lb)
-      fail(*pr, "kda_fwd_workspace_size: " + std::to_string(needed) + " bytes is less than the records need");
+    if (lb > static_cast<unsigned __int128>(SIZE_MAX) || two_kernels < lb)
+      fail(*pr, "kda_fwd_workspace_size: " + std::to_string(two_kernels) +
+                    " bytes with single_pass NEVER is less than the records need");
   }
 
   // kda_fwd: host checks first; a GPU is never reached with these host pointers.
