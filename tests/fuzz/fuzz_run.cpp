@@ -200,8 +200,9 @@ void run_one(const uint8_t* data, size_t size) {
     }
   }
 
-  if (g_verbose) std::printf("  shape query: %s | kda_fwd: %s | honest %d\n", ws.code ? ws.message : "ok", dev.message,
-                             honest(pr) ? 1 : 0);
+  if (g_verbose)
+    std::printf("%s\n  shape query: %s | kda_fwd: %s | honest %d\n", pr->describe().c_str(), ws.code ? ws.message : "ok",
+                dev.message, honest(pr) ? 1 : 0);
   if (!honest(pr)) return;  // the CPU path would read what the params claim: only honest params
   ++g_stats.honest;
 
