@@ -1,6 +1,7 @@
-// The regression corpus: one input per defect that fuzzing the C API found (issue 8), encoded in
-// the harness's format (fuzz_case.h). Each broke an invariant of the harness (or a sanitizer)
-// before its fix. `flash_kda_fuzz_driver --emit-corpus DIR` writes them as files (tests/fuzz/corpus).
+// The regression corpus: one input per defect that fuzzing the C API found (issue 8; the last one is
+// the harness's own), encoded in the harness's format (fuzz_case.h). Each broke an invariant of the
+// harness (or a sanitizer) before its fix. `flash_kda_fuzz_driver --emit-corpus DIR` writes them as
+// files (tests/fuzz/corpus).
 #include <climits>
 #include <cstdint>
 
