@@ -41,8 +41,8 @@ size_t record_bytes() {
   return r;
 }
 
-// What the workspace must hold at least: the records, the check word and, for a forced split, the
-// segment states and transitions (plan.h). 128-bit: a wrapped size shows.
+// What the two kernels' workspace (single_pass NEVER) must hold at least: the records, the check word
+// and, for a forced split, the segment states and transitions (plan.h). 128-bit: a wrapped size shows.
 unsigned __int128 workspace_lower_bound(const kda_fwd_params& p) {
   using U = unsigned __int128;
   const bool varlen = p.cu_seqlens.data != nullptr;
